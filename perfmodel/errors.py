@@ -1,0 +1,49 @@
+"""Errors a user can cause. The CLI turns any PerfModelError into one line and exit code 2."""
+
+from __future__ import annotations
+
+import difflib
+
+
+class PerfModelError(ValueError):
+    """Bad input: an unknown id, a malformed file, an impossible configuration."""
+
+
+class UnknownIdError(PerfModelError):
+    """An id that is not in a catalog; the message lists the closest ids."""
+
+    def __init__(self, kind: str, query: str, known: list[str]):
+        close = closest(query, known)
+        hint = f"; closest: {', '.join(close)}" if close else f"; known: {', '.join(sorted(known)[:12])} ..."
+        super().__init__(f"unknown {kind} {query!r}{hint}")
+        self.query = query
+        self.close = close
+
+
+class SpecFileError(PerfModelError):
+    """A YAML or JSON file that does not parse into a spec; names the file and the field."""
+
+
+def closest(query: str, known: list[str], n: int = 5) -> list[str]:
+    """Close ids by edit similarity and by shared prefix; never used to pick one silently."""
+    q = query.lower().strip()
+    hits = difflib.get_close_matches(q, known, n=n, cutoff=0.5)
+    for k in sorted(known):
+        if len(hits) >= n:
+            break
+        if (q and (k.startswith(q) or q in k)) and k not in hits:
+            hits.append(k)
+    return hits[:n]
+
+
+def pydantic_message(exc: Exception) -> str:
+    """First error of a pydantic ValidationError as 'field.path: message'."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            loc = ".".join(str(p) for p in first.get("loc", ())) or "(root)"
+            return f"{loc}: {first.get('msg', '')}"
+        except Exception:  # noqa: BLE001 - fall back to the plain text
+            pass
+    return str(exc).splitlines()[0]
