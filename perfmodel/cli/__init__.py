@@ -1,0 +1,59 @@
+"""`perfmodel ...`: argument parsing and formatting only. Every number comes from the model.
+
+Each command lives in its own module with `register(subparsers)`; errors a user can cause
+(PerfModelError, pydantic validation) become one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from pydantic import ValidationError
+
+from perfmodel.errors import PerfModelError, pydantic_message
+
+# command modules, in the order `perfmodel --help` lists them
+COMMANDS = ["catalog", "memory", "predict", "sweep", "spec", "size", "claim", "validate",
+            "calibrate", "endpoint"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"perfmodel {self.prog.split(' ', 1)[-1]}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="perfmodel", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"perfmodel.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"perfmodel.cli.{name}":
+                continue  # command not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ValidationError as exc:
+        sys.stderr.write(f"perfmodel {args.command}: error: {pydantic_message(exc)}\n")
+    except PerfModelError as exc:
+        sys.stderr.write(f"perfmodel {args.command}: error: {exc}\n")
+    except (OSError, KeyboardInterrupt) as exc:
+        sys.stderr.write(f"perfmodel {args.command}: error: {exc}\n")
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
