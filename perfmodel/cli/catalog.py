@@ -1,4 +1,5 @@
-"""Catalog commands: `perfmodel gpus` lists the accelerator database.
+"""Catalog commands: `perfmodel models` lists the model catalog, `perfmodel gpus` the
+accelerator database.
 
 Each command registers itself with one small `_register_*` function; `register` calls
 those that exist. Formatting only: every number comes from the loaded specs.
@@ -18,7 +19,56 @@ MISSING = "-"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_models(sub)
     _register_gpus(sub)
+
+
+# --------------------------------------------------------------------------- models
+
+
+def _register_models(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("models", help="list the built-in model architectures",
+                       description="List the built-in model catalog: shapes, attention kind, "
+                                   "MoE experts, total and active parameters (params.py), context.")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_run_models)
+
+
+def _run_models(args: argparse.Namespace) -> int:
+    from perfmodel.catalog import list_models
+    from perfmodel.params import count_params
+
+    rows = []
+    for m in list_models():
+        params = count_params(m)
+        rows.append({
+            "id": m.id, "name": m.name, "hf_repo": m.hf_repo,
+            "layers": m.num_layers, "d_model": m.d_model,
+            "heads": m.num_heads, "kv_heads": m.num_kv_heads,
+            "attention": m.attention_kind,
+            "experts": m.moe.num_experts if m.moe else None,
+            "experts_per_token": m.moe.experts_per_token if m.moe else None,
+            "sliding_window": m.sliding_window, "sliding_window_layers": m.sliding_window_layers,
+            "total_params": params.total, "active_params": params.active,
+            "max_context": m.max_context,
+        })
+    if args.json:
+        print_json({"models": rows})
+    else:
+        print_table([_model_row(r) for r in rows])
+    return 0
+
+
+def _model_row(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": r["id"], "name": r["name"], "layers": r["layers"], "d_model": r["d_model"],
+        "heads/kv": f"{r['heads']}/{r['kv_heads']}",
+        "attn": r["attention"] + (f"+swa{r['sliding_window']}" if r["sliding_window"] else ""),
+        "moe E/k": f"{r['experts']}/{r['experts_per_token']}" if r["experts"] else MISSING,
+        "total": f"{r['total_params'] / units.GIGA:.2f}B",
+        "active": f"{r['active_params'] / units.GIGA:.2f}B",
+        "max ctx": r["max_context"],
+    }
 
 
 # --------------------------------------------------------------------------- gpus
