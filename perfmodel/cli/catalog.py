@@ -11,11 +11,9 @@ import argparse
 from typing import Any
 
 from perfmodel import units
-from perfmodel.catalog import list_models
 from perfmodel.cli.common import print_json, print_table
 from perfmodel.hardware import list_gpus, load_gpu
-from perfmodel.params import count_params
-from perfmodel.specs import HardwareSpec, ModelSpec
+from perfmodel.specs import HardwareSpec
 
 MISSING = "-"
 
@@ -123,47 +121,3 @@ def _peak(g: HardwareSpec, dtype: str) -> str:
 
 def _num(value: float | None, fmt: str) -> str:
     return MISSING if value is None else format(value, fmt)
-
-
-# --------------------------------------------------------------------------- models
-
-
-def _register_models(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("models", help="list the built-in model architectures",
-                       description="List built-in models: shape, attention kind, experts, "
-                                   "total and active parameters.")
-    p.add_argument("--json", action="store_true",
-                   help='print {"models": [...]} instead of a table')
-    p.set_defaults(func=_run_models)
-
-
-def _run_models(args: argparse.Namespace) -> int:
-    rows = [_model_row(m) for m in list_models()]
-    if args.json:
-        print_json({"models": rows})
-    else:
-        print_table([_model_cells(r) for r in rows])
-    return 0
-
-
-def _model_row(m: ModelSpec) -> dict[str, Any]:
-    count = count_params(m)
-    return {
-        "id": m.id, "name": m.name, "hf_repo": m.hf_repo, "family": m.family,
-        "attention": m.attention_kind, "layers": m.num_layers, "d_model": m.d_model,
-        "heads": m.num_heads, "kv_heads": m.num_kv_heads,
-        "experts": m.moe.num_experts if m.moe else None,
-        "experts_per_token": m.moe.experts_per_token if m.moe else None,
-        "params": count.total, "active_params": count.active, "max_context": m.max_context,
-    }
-
-
-def _model_cells(r: dict[str, Any]) -> dict[str, Any]:
-    experts = f"{r['experts']}/{r['experts_per_token']}" if r["experts"] else MISSING
-    return {"id": r["id"], "attention": r["attention"], "layers": r["layers"],
-            "experts": experts, "params": _billions(r["params"]),
-            "active": _billions(r["active_params"]), "context": r["max_context"]}
-
-
-def _billions(n: float) -> str:
-    return f"{n / units.GIGA:.2f}B"
