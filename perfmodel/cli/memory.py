@@ -1,0 +1,46 @@
+"""`perfmodel memory`: per-GPU memory of a configuration."""
+
+from __future__ import annotations
+
+from perfmodel import api
+from perfmodel.cli.common import positive_int, print_json, print_table
+from perfmodel.engines import ENGINES
+from perfmodel.units import GB, fmt_bytes
+
+
+def add_target_args(p, *, engine_default: str = "vllm") -> None:
+    """--model, --gpu, precisions, engine, parallelism, hardware dir (shared by commands)."""
+    p.add_argument("--model", required=True, help="catalog id, HF repo id, or path to config.json")
+    p.add_argument("--gpu", required=True, help="hardware_db id (see `perfmodel gpus`) or a YAML path")
+    p.add_argument("--weights", default="bf16", help="fp32, bf16, fp16, fp8, int8, int4[-gN], fp4")
+    p.add_argument("--kv", default=None, help="KV-cache precision (default bf16)")
+    p.add_argument("--engine", default=engine_default, choices=sorted(ENGINES))
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
+    p.add_argument("--pp", type=positive_int, default=1, help="pipeline stages")
+    p.add_argument("--hardware-dir", default=None, help="extra folder of hardware YAML files")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("memory", help="weights, KV cache, activations, fits, max batch/context")
+    add_target_args(p)
+    p.add_argument("--batch", type=positive_int, required=True)
+    p.add_argument("--context", type=positive_int, required=True, help="tokens held per sequence")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    est = api.memory(args.model, args.gpu, weights=args.weights, kv=args.kv, batch=args.batch,
+                     context=args.context, tp=args.tp, pp=args.pp, engine=args.engine,
+                     hardware_dir=args.hardware_dir)
+    if args.json:
+        print_json(est)
+        return 0
+    rows = [{"part": k, "GB per GPU": v / GB} for k, v in (
+        ("weights", est.weight_bytes), ("KV cache", est.kv_cache_bytes),
+        ("activations", est.activation_bytes), ("reserve", est.reserve_bytes),
+        ("total", est.total_bytes), ("usable capacity", est.capacity_bytes))]
+    print_table(rows)
+    print(f"KV per token: {fmt_bytes(est.kv_bytes_per_token)}   fits: {est.fits}   "
+          f"max batch at this context: {est.max_batch}   max context at this batch: {est.max_context}")
+    return 0
