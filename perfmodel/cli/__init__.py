@@ -23,7 +23,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"perfmodel {self.prog.split(' ', 1)[-1]}: error: {message}\n")
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
         raise SystemExit(2)
 
 
@@ -43,7 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage errors (exit 2) and --help (exit 0)
+        return int(exc.code or 0)
     try:
         return int(args.func(args) or 0)
     except ValidationError as exc:
