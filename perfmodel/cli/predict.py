@@ -5,7 +5,9 @@ from __future__ import annotations
 from perfmodel import api
 from perfmodel.cli.common import nonneg_int, positive_int, print_json, print_table
 from perfmodel.cli.memory import add_target_args
+from perfmodel.profile import load_profile
 from perfmodel.units import GB, ms
+from perfmodel.validation.intervals import request_intervals
 
 
 def register(sub) -> None:
@@ -33,10 +35,13 @@ def run(args) -> int:
                             new_tokens=args.new_tokens, tp=args.tp, pp=args.pp, ep=args.ep,
                             attention=args.attention, profile=args.profile,
                             hardware_dir=args.hardware_dir)
+    calibrated = args.profile is not None and load_profile(args.profile).gpu == r.gpu
+    intervals = request_intervals(r.model_dump(), r.engine, calibrated)
     if args.json:
         out = r.model_dump(mode="json")
         out.update({k: v for k, v in r.memory.model_dump(mode="json").items()
                     if k not in out})  # the memory command's keys at top level too
+        out["intervals"] = intervals  # validation residuals: perfmodel/intervals.yaml
         print_json(out)
         return 0
     print(f"{r.model} on {r.gpu} x{r.tp * r.pp}, {r.engine}, {r.precision} "
@@ -55,6 +60,11 @@ def run(args) -> int:
     print(f"bound: {r.bound}   fits: {r.fits}   roofline floor: {ms(r.roofline_floor_s):.3g} ms")
     top = sorted(r.ops, key=lambda o: -o.time_s)[:6]
     print("largest ops: " + ", ".join(f"{o.name} {100 * o.share:.0f}% ({o.bound})" for o in top))
+    if intervals:
+        ttft, tpot = intervals["ttft_s"], intervals["tpot_s"]
+        print(f"{100 * intervals['level']:.0f}% range (validation residuals): TTFT "
+              f"{ms(ttft['lo']):.3g}-{ms(ttft['hi']):.3g} ms, TPOT "
+              f"{ms(tpot['lo']):.3g}-{ms(tpot['hi']):.3g} ms")
     for w in r.warnings:
         print(f"warning: {w}")
     for a in r.assumptions:

@@ -1,0 +1,66 @@
+"""`perfmodel validate`: predictions against measured tables -> the accuracy table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfmodel.cli.common import print_json, print_table
+from perfmodel.validate import ROOT, fit_intervals, validate
+from perfmodel.validation import intervals as iv
+from perfmodel.validation.report import pct, write_docs
+
+
+def register(sub) -> None:
+    p = sub.add_parser("validate", help="accuracy against published and own measurements")
+    p.add_argument("--data", action="append", default=None, metavar="FILE",
+                   help="measurement table (.csv with the columns of data/public_measurements.csv) "
+                        "or calibrate/bench.py raw result (.json); repeatable "
+                        "(default: data/public_measurements.csv and calibrate/data/raw-*.json)")
+    p.add_argument("--profile", action="append", default=None, metavar="F",
+                   help="calibrated profile YAML; repeatable (default: calibrate/profiles/*.yaml)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--fit-intervals", action="store_true",
+                   help="refit the interval factors and rewrite perfmodel/intervals.yaml")
+    p.add_argument("--write-docs", action="store_true",
+                   help="rewrite docs/accuracy.md and the README's accuracy block")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    rep = validate(args.data, args.profile)
+    table = None
+    if args.fit_intervals:
+        table = fit_intervals(rep)
+        iv.save(table)
+    if args.write_docs:
+        if table is None:
+            try:
+                table = iv.load()
+            except Exception:  # noqa: BLE001 - the docs say so when no table exists
+                table = None
+        written = write_docs(rep, ROOT / "docs" / "accuracy.md", ROOT / "README.md", table)
+        if not args.json:
+            print("wrote " + ", ".join(str(Path(w).relative_to(ROOT)) for w in written))
+    if args.json:
+        print_json(rep)
+        return 0
+    print(f"data: {', '.join(rep.data)}; profiles: {', '.join(rep.profiles) or 'none'}")
+    print_table([{"target": t.name, "limit": t.limit, "value": pct(t.value), "rows": t.n,
+                  "met": {True: "yes", False: "NO", None: "no data"}[t.met]} for t in rep.targets])
+    print()
+    print_table([{"metric": m, "rows": s.n, "median error": pct(s.median_ape),
+                  "within 25%": pct(s.within_25pct), "80% coverage": pct(s.interval_coverage),
+                  **({"calibrated error": pct(rep.summary_calibrated[m].median_ape)}
+                     if m in rep.summary_calibrated else {})}
+                 for m, s in rep.summary.items()])
+    by_label = {r.label: r for r in rep.rows}
+    for src, labels in rep.worst.items():
+        print(f"\nworst rows ({src}):")
+        for label in labels:
+            r = by_label[label]
+            print(f"  {label} {r.metric} {r.model} on {r.gpu} x{r.num_gpus} ({r.engine}): "
+                  f"measured {r.measured:.4g}, predicted {r.predicted:.4g}. {r.diagnosis}")
+    print(f"\nunmapped rows ({len(rep.unmapped)}):")
+    for u in rep.unmapped:
+        print(f"  {u.label} {u.metric}: {u.reason}")
+    return 0
