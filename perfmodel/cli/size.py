@@ -1,0 +1,96 @@
+"""`perfmodel size`: the cheapest deployments that serve a request rate within TTFT/TPOT targets."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from perfmodel import sizing
+from perfmodel.cli.common import (int_list, positive_float, positive_int, print_json, print_table,
+                                  str_list)
+from perfmodel.units import ms
+
+
+def nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return v
+
+
+def price_pair(text: str) -> dict[str, float]:
+    """'h100-sxm=2.5' or 'h100-sxm=2.5,l40s=0.9' -> {id: usd_per_hour}."""
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        gid, sep, usd = part.partition("=")
+        if not sep or not gid.strip():
+            raise argparse.ArgumentTypeError(f"{part!r}: use GPU=USD_PER_HOUR, e.g. h100-sxm=2.5")
+        out[gid.strip().lower()] = positive_float(usd.strip())
+    return out
+
+
+def register(sub) -> None:
+    p = sub.add_parser("size", help="cheapest GPU deployments for a request rate and latency "
+                       "targets")
+    p.add_argument("--model", required=True, help="catalog id, HF repo id, or path to config.json")
+    p.add_argument("--rate", type=nonneg_float, required=True, help="requests per second")
+    p.add_argument("--prompt", type=positive_int, required=True, help="input tokens per request")
+    p.add_argument("--output", type=positive_int, required=True, help="output tokens per request")
+    p.add_argument("--ttft-slo", type=positive_float, required=True,
+                   help="mean TTFT target, seconds")
+    p.add_argument("--tpot-slo", type=positive_float, required=True,
+                   help="mean TPOT target, seconds")
+    p.add_argument("--gpus", type=str_list, default=None, help="GPU ids (default: every GPU)")
+    p.add_argument("--precisions", type=str_list, default=None,
+                   help="WEIGHTS or WEIGHTS/KV, comma-separated (default: bf16,fp8,int4,fp4)")
+    p.add_argument("--engines", type=str_list, default=None, help="engine ids (default: vllm)")
+    p.add_argument("--max-gpus", type=positive_int, default=8, help="GPUs at most (default 8)")
+    p.add_argument("--counts", type=int_list, default=None, help="only these total GPU counts")
+    p.add_argument("--price", type=price_pair, action="append", default=None,
+                   help="override a price: GPU=USD_PER_HOUR (repeatable)")
+    p.add_argument("--limit", type=positive_int, default=20, help="deployments listed (default 20)")
+    p.add_argument("--profile", default=None, help="calibrated profile YAML")
+    p.add_argument("--hardware-dir", default=None, help="extra folder of hardware YAML files")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    prices: dict[str, float] = {}
+    for d in args.price or []:
+        prices.update(d)
+    r = sizing.size(args.model, rate_rps=args.rate, prompt=args.prompt, output=args.output,
+                    ttft_slo_s=args.ttft_slo, tpot_slo_s=args.tpot_slo, gpus=args.gpus,
+                    precisions=args.precisions, engines=args.engines, max_gpus=args.max_gpus,
+                    counts=args.counts, prices=prices, limit=args.limit, profile=args.profile,
+                    hardware_dir=args.hardware_dir)
+    if args.json:
+        print_json(r)
+        return 0
+    q = r.request
+    print(f"{q.model}: {q.rate_rps:g} req/s, {q.prompt_tokens} in / {q.output_tokens} out, "
+          f"TTFT <= {ms(q.ttft_slo_s):g} ms, TPOT <= {ms(q.tpot_slo_s):g} ms")
+    if r.deployments:
+        print_table([_row(d) for d in r.deployments])
+    if r.infeasible_reason:
+        print(f"no deployment: {r.infeasible_reason}")
+    if r.nearest_miss is not None:
+        print("nearest miss:")
+        print_table([_row(r.nearest_miss)])
+    for a in r.assumptions:
+        print(f"assumed: {a}")
+    return 0
+
+
+def _row(d) -> dict:
+    def opt(x, f=lambda v: v):
+        return "-" if x is None else f(x)
+    return {"gpu": d.gpu, "n": d.count, "tp": d.tp, "pp": d.pp, "ep": d.ep,
+            "precision": d.precision, "engine": d.engine, "conc": d.concurrency,
+            "repl": d.replicas, "TTFT ms": opt(d.ttft_s, ms), "TPOT ms": opt(d.tpot_s, ms),
+            "out tok/s": d.output_tok_s_total, "headroom": opt(d.headroom),
+            "$/h": opt(d.usd_per_hour), "$/Mtok": opt(d.usd_per_mtok),
+            "J/tok": opt(d.joules_per_token), "binding": d.binding}

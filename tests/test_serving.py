@@ -1,0 +1,233 @@
+"""Serving model: identities, limits, queueing by hand, published numbers, properties, fuzz."""
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel.api import resolve
+from perfmodel.batching import curve, limits, max_fit
+from perfmodel.errors import PerfModelError
+from perfmodel.memory import estimate_memory
+from perfmodel.predict import step
+from perfmodel.queueing import at_rate_table, goodput_rps, open_loop
+from perfmodel.serving import (CurvePoint, Knee, MaxThroughput, ServeCurve, doubling_grid,
+                               find_knee, max_throughput, serve_curve)
+
+MODELS = ["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "gemma-2-9b", "llama-3.2-1b"]
+GPUS = ["h100-sxm", "a100-sxm-80gb", "l4", "rtx-4090", "mi300x", "h200-sxm"]
+ENGINES = ["vllm", "sglang", "trtllm", "llama-cpp", "hf-eager", "torch-compile"]
+models, gpus, engines = st.sampled_from(MODELS), st.sampled_from(GPUS), st.sampled_from(ENGINES)
+weights = st.sampled_from(["bf16", "fp8", "int4"])
+lengths = st.integers(1, 4096)
+
+
+def _setup(model="llama-3.1-8b", gpu="h100-sxm", engine="vllm", w="bf16", P=512, O=128, **kw):
+    sc, _, _ = resolve(model, gpu, weights=w, engine=engine, **kw)
+    return sc, limits(sc, P, O)
+
+
+# ------------------------------------------------------------------ identities
+
+
+def test_stacked_pipeline_steps_equal_predict_step():
+    sc, lim = _setup("llama-3.1-70b", "h100-sxm", "trtllm", "fp8", tp=2, pp=2)
+    cv = curve(sc, [1.0, 8.0], 512, 128, lim)
+    dec = step(sc, np.array([1.0, 8.0]), 1.0, 512 + 64.0)
+    sep = curve(sc, [1.0, 8.0], 512, 128, replace(lim, mixed=False))
+    pre_g = step(sc, np.array([1.0, 1.0]), 512.0, 0.0)
+    # separate prefill steps: TPOT = decode(C) + (k/g) prefill(g); here g = 1, k = C/127
+    expected = dec.time_s + np.array([1.0, 8.0]) / 127.0 * pre_g.time_s
+    assert np.allclose(sep.tpot_s, expected, rtol=1e-12)
+    assert cv.tpot_s[0] <= sep.tpot_s[0] * (1 + 1e-12)
+
+
+@given(models, gpus, weights, st.integers(2, 40000), st.sampled_from(ENGINES))
+def test_max_fit_equals_estimate_memory_max_batch(model, gpu, w, context, engine):
+    sc, _ = _setup(model, gpu, engine, w)
+    context = min(context, sc.model.max_context)
+    mem = estimate_memory(sc.model, sc.hw, sc.precision, batch=1, context=context,
+                          engine=sc.engine, dep=sc.dep)
+    assert max_fit(sc, context) == mem.max_batch
+
+
+@given(models, gpus, engines, weights, lengths, lengths)
+def test_littles_law_and_request_identities(model, gpu, engine, w, P, O):
+    sc, lim = _setup(model, gpu, engine, w, P, O)
+    cv = curve(sc, doubling_grid(max(lim.limit, 1)), P, O, lim)
+    assert np.allclose(cv.rate_rps * cv.slot_s, cv.concurrency)            # L = lambda W
+    assert np.allclose(cv.output_tok_s_total, cv.rate_rps * O)
+    assert np.allclose(cv.e2e_s, cv.ttft_s + (O - 1) * cv.tpot_s)
+    assert np.all(cv.ttft_s > cv.prefill_s)
+
+
+def test_static_batch_waits_for_its_longest_request():
+    sc, lim = _setup("llama-3.1-8b", "a100-sxm-80gb", "hf-eager", "bf16", 256, 128)
+    padded = limits(sc, 256, 128, longest_output=512)
+    even = curve(sc, [8.0], 256, 128, lim)
+    long = curve(sc, [8.0], 256, 128, padded, longest_output=512)
+    assert long.output_tok_s_total[0] < even.output_tok_s_total[0] / 2   # 4x the steps
+    assert padded.kv_max <= lim.kv_max                                    # padding holds memory
+    assert long.tpot_s[0] >= even.tpot_s[0]
+
+
+def test_static_ttft_includes_the_whole_batch_prefill():
+    sc, lim = _setup("llama-3.1-8b", "h100-sxm", "hf-eager", "bf16", 1024, 64)
+    cv = curve(sc, [1.0, 16.0], 1024, 64, lim)
+    pre = step(sc, np.array([1.0, 16.0]), 1024.0, 0.0).time_s
+    assert np.allclose(cv.ttft_s, sc.engine.per_request_overhead_s + pre)
+    assert cv.batch_wait_s[1] > cv.ttft_s[1]     # an arrival waits for a running batch
+
+
+# ------------------------------------------------------------------ queueing by hand
+
+
+def test_md1_wait_by_hand():
+    # peak 2 req/s, a flat curve: at 1 req/s rho = 0.5, W_q = rho / (2 mu (1 - rho)) = 0.25 s
+    xp = (np.array([0.0, 2.0]), np.array([0.0, 4.0]), np.array([0.1, 0.1]), np.zeros(2),
+          np.array([0.02, 0.02]), np.array([1.0, 1.0]), np.zeros(2))
+    m = at_rate_table(xp, 2.0, np.array([1.0, 2.0]))
+    assert m["ttft_s"][0] == pytest.approx(0.1 + 0.25)
+    assert m["concurrency"][0] == pytest.approx(2.0)
+    assert math.isinf(m["ttft_s"][1])
+
+
+@given(models, gpus, engines, lengths, lengths, st.floats(0.05, 5), st.floats(1.0, 4.0))
+def test_looser_targets_never_lower_goodput(model, gpu, engine, P, O, ttft, loosen):
+    sc, lim = _setup(model, gpu, engine, "bf16", P, O)
+    cv = curve(sc, doubling_grid(max(lim.limit, 1)), P, O, lim)
+    ol = open_loop(cv)
+    tight = goodput_rps(ol, ttft, 0.05)
+    loose = goodput_rps(ol, ttft * loosen, 0.05 * loosen)
+    assert loose >= tight
+    if ol is not None:
+        assert loose < ol.peak_rps
+
+
+# ------------------------------------------------------------------ properties
+
+
+@given(models, gpus, engines, weights, lengths, lengths)
+def test_concurrency_trades_user_speed_for_throughput(model, gpu, engine, w, P, O):
+    sc, lim = _setup(model, gpu, engine, w, P, O)
+    cv = curve(sc, doubling_grid(max(lim.limit, 1)), P, O, lim)
+    t, tpot = cv.output_tok_s_total[cv.fits], cv.tpot_s[cv.fits]
+    assert np.all(np.diff(t) >= -1e-9 * t[:-1])       # aggregate never falls before the limit
+    assert np.all(np.diff(tpot) >= -1e-12)           # per-user speed never rises
+
+
+@given(st.sampled_from(["llama-3.1-8b", "qwen2.5-7b", "gemma-2-9b", "mixtral-8x7b"]), gpus,
+       st.sampled_from(["vllm", "sglang", "trtllm"]), weights, lengths, lengths)
+def test_mixed_prefill_never_slows_decoding(model, gpu, engine, w, P, O):
+    sc, lim = _setup(model, gpu, engine, w, P, O)
+    C = doubling_grid(max(lim.limit, 1))
+    mixed = curve(sc, C, P, O, replace(lim, mixed=True))
+    separate = curve(sc, C, P, O, replace(lim, mixed=False))
+    assert np.all(mixed.tpot_s <= separate.tpot_s * (1 + 1e-9))   # weights read once
+
+
+def test_knee_rule_on_a_hand_made_curve():
+    def pt(c, tput, tpot):
+        return CurvePoint(concurrency=c, fits=True, ttft_s=0.1, tpot_s=tpot, e2e_s=1.0,
+                          decode_tok_s_per_user=1 / tpot, output_tok_s_total=tput,
+                          request_rate_rps=1.0, prefill_s=0.05, meets_slo=None)
+    pts = [pt(1, 100, 0.010), pt(2, 190, 0.0105), pt(4, 360, 0.011), pt(8, 390, 0.020),
+           pt(16, 400, 0.040)]
+    curve_ = ServeCurve(model="m", gpu="g", engine="e", precision="p", tp=1, pp=1, ep=1,
+                        num_gpus=1, prompt_tokens=1, output_tokens=2, batching="continuous",
+                        mixed_prefill=True, max_concurrency=16, kv_max_concurrency=16,
+                        limited_by="memory", ttft_slo_s=None, tpot_slo_s=None, goodput_rps=None,
+                        points=pts, warnings=[], assumptions=[])
+    knee = find_knee(curve_)
+    assert knee.concurrency == 4 and knee.reason == "diminishing returns"   # 390/360 < 1.1
+    rising = curve_.model_copy(update={"points": pts[:3], "max_concurrency": 4})
+    assert find_knee(rising).concurrency == 4 and find_knee(rising).reason == "memory"
+
+
+def test_real_curve_has_a_knee_below_the_limit():
+    c = serve_curve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="vllm", prompt=512,
+                    output=256, ttft_slo_s=1.0, tpot_slo_s=0.05)
+    knee = find_knee(c)
+    assert 1 < knee.concurrency <= c.max_concurrency
+    assert c.goodput_rps > 0
+    flags = [p.meets_slo for p in c.points if p.fits]
+    assert flags[0] and flags == sorted(flags, reverse=True)   # met up to a point, then not
+
+
+# ------------------------------------------------------------------ published numbers
+
+# TensorRT-LLM perf-overview v0.17 (docs/source/performance/perf-overview.md @258c754),
+# trtllm-bench offline max throughput, output tok/s, 1 GPU: the model's datasheet-only
+# prediction must land within 35% (measured error is stated in the report/benchmark).
+PUBLISHED = [
+    ("llama-3.1-8b", "h100-sxm", "fp8", "fp8", 128, 2048, 21109.38),
+    ("llama-3.1-8b", "h100-sxm", "fp8", "fp8", 2048, 128, 3556.73),
+    ("llama-3.1-8b", "a100-sxm-80gb", "fp16", "fp16", 128, 128, 6627.27),
+    ("llama-3.1-8b", "l40s", "fp8", "fp8", 2048, 2048, 2225.27),
+    ("mistral-7b", "h100-sxm", "fp8", "fp8", 1000, 1000, 16035.66),
+    ("llama-3.1-70b", "h200-sxm", "fp8", "fp8", 128, 2048, 4165.68),
+]
+
+
+@pytest.mark.parametrize("model,gpu,w,kv,P,O,published", PUBLISHED)
+def test_offline_max_throughput_near_trtllm_bench(model, gpu, w, kv, P, O, published):
+    r = max_throughput(model, gpu, weights=w, kv=kv, engine="trtllm", prompt=P, output=O)
+    assert abs(r.output_tok_s_total / published - 1) < 0.35
+    assert r.concurrency <= r.max_batch
+
+
+def test_trtllm_bench_batch_cap_is_4096():
+    # tensorrt_llm/bench/build/tuning.py: finetune_setting caps the batch at 4096 / pp
+    r = max_throughput("llama-3.2-1b", "h200-sxm", weights="fp8", kv="fp8", engine="trtllm",
+                       prompt=16, output=16)
+    assert r.concurrency == 4096 and r.limited_by == "engine max batch" and r.max_batch > 4096
+
+
+# ------------------------------------------------------------------ fuzz: typed result or error
+
+junk = st.one_of(st.integers(-5, 5000), st.floats(allow_nan=True, allow_infinity=True),
+                 st.none(), st.text(max_size=4))
+
+
+@settings(max_examples=40)
+@given(st.one_of(models, st.text(max_size=8)), st.one_of(gpus, st.text(max_size=6)),
+       st.one_of(weights, st.text(max_size=5)), engines, junk, junk, junk, junk,
+       st.one_of(st.none(), st.lists(st.integers(-2, 5000), max_size=4)),
+       st.one_of(st.sampled_from([1, 2, 3, 8]), junk), st.sampled_from([None, True, False, 1]))
+def test_public_entry_points_return_typed_results_or_clean_errors(
+        model, gpu, w, engine, prompt, output, ttft, tpot, conc, tp, chunked):
+    for fn in (_call_curve, _call_max):
+        try:
+            r = fn(model, gpu, w, engine, prompt, output, ttft, tpot, conc, tp, chunked)
+        except PerfModelError:
+            continue
+        assert isinstance(r, (ServeCurve, MaxThroughput))
+        for v in _floats(r.model_dump()):
+            assert math.isfinite(v)
+        if isinstance(r, ServeCurve):
+            assert isinstance(find_knee(r), Knee)
+
+
+def _call_curve(model, gpu, w, engine, prompt, output, ttft, tpot, conc, tp, chunked):
+    return serve_curve(model, gpu, weights=w, engine=engine, prompt=prompt, output=output,
+                       ttft_slo_s=ttft, tpot_slo_s=tpot, concurrencies=conc, tp=tp,
+                       chunked_prefill=chunked)
+
+
+def _call_max(model, gpu, w, engine, prompt, output, ttft, tpot, conc, tp, chunked):
+    return max_throughput(model, gpu, weights=w, engine=engine, prompt=prompt, output=output,
+                          tp=tp, chunked_prefill=chunked)
+
+
+def _floats(obj):
+    if isinstance(obj, float):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _floats(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _floats(v)
