@@ -1,0 +1,16 @@
+"""perfmodel web calculator: routing only. Run: streamlit run app.py"""
+
+import streamlit as st
+
+from perfmodel.webapp.inputs import safety_net
+
+st.set_page_config(page_title="perfmodel calculator", layout="wide")
+V = "perfmodel/webapp/views/"
+pages = [
+    st.Page(V + "calculator.py", title="Calculator", url_path="calculator", default=True),
+    st.Page(V + "sweep.py", title="Sweep", url_path="sweep"),
+    st.Page(V + "speculative.py", title="Speculative decoding", url_path="speculative"),
+    st.Page(V + "definitions.py", title="Definitions", url_path="definitions"),
+]
+with safety_net():
+    st.navigation(pages).run()

@@ -1,0 +1,239 @@
+"""Session glue: the scenario widgets in the sidebar, the URL, JSON download/upload, and
+the guard that turns perfmodel's input errors into one readable line on the page.
+
+The scenario lives in st.session_state["scenario"] (it survives page switches); widgets
+are keyed "w_<field>" and seeded from it whenever Streamlit has dropped their state. Each
+run writes the scenario back to st.query_params, so the address bar always reproduces it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import streamlit as st
+from pydantic import ValidationError
+
+from perfmodel.catalog import list_models
+from perfmodel.engines import ENGINES
+from perfmodel.errors import PerfModelError, pydantic_message
+from perfmodel.hardware import list_gpus
+from perfmodel.webapp import state
+from perfmodel.webapp.state import FIELDS, UIScenario
+
+WEIGHT_CHOICES = ["bf16", "fp16", "fp8", "int8", "int4", "int4-g64", "fp4", "fp32"]
+ACT_CHOICES = ["auto", "bf16", "fp16", "fp8", "int8", "fp4", "fp32"]
+KV_CHOICES = ["bf16", "fp16", "fp8", "int8", "int4", "fp32"]
+_UPLOADS = "uploaded_refs"
+
+
+@functools.lru_cache(maxsize=1)
+def model_ids() -> list[str]:
+    return [m.id for m in list_models()]
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_ids() -> list[str]:
+    return [g.id for g in list_gpus()]
+
+
+def current() -> UIScenario:
+    """The session's scenario; on a session's first run, the one in the URL."""
+    if "scenario" not in st.session_state:
+        scn, notes = state.from_query(st.query_params.to_dict())
+        st.session_state["scenario"] = scn
+        st.session_state["scenario_notes"] = notes
+    return st.session_state["scenario"]
+
+
+def publish(scn: UIScenario) -> None:
+    """Keep the scenario for the next page and put it in the address bar."""
+    st.session_state["scenario"] = scn
+    query = state.to_query(scn)
+    if st.query_params.to_dict() != query:
+        st.query_params.from_dict(query)
+
+
+def _seed(scn: UIScenario, page: str) -> None:
+    """Give the widgets the scenario's values where Streamlit has no state for them, and
+    always after a page switch (widget ids include the page, so their state starts over)."""
+    switched = st.session_state.get("_page") != page
+    st.session_state["_page"] = page
+    for name in FIELDS:
+        key = f"w_{name}"
+        if switched or key not in st.session_state:
+            st.session_state[key] = getattr(scn, name)
+
+
+def _set_all(scn: UIScenario) -> None:
+    st.session_state["scenario"] = scn
+    for name in FIELDS:
+        st.session_state[f"w_{name}"] = getattr(scn, name)
+
+
+def _remember(kind: str, ref: str) -> None:
+    refs = st.session_state.setdefault(_UPLOADS, {})
+    refs.setdefault(kind, [])
+    if ref not in refs[kind]:
+        refs[kind].append(ref)
+
+
+def _on_file(kind: str) -> None:
+    """Callback of the config.json / GPU YAML / profile uploaders (runs before the script)."""
+    f = st.session_state.get(f"up_{kind}")
+    if f is None:
+        return
+    try:
+        ref = state.save_upload(kind, f.getvalue(), f.name)
+    except PerfModelError as exc:
+        st.session_state["upload_error"] = str(exc)
+        return
+    _remember(kind, ref)
+    st.session_state[f"w_{kind}"] = ref
+
+
+def _on_scenario_file() -> None:
+    f = st.session_state.get("up_scenario")
+    if f is None:
+        return
+    try:
+        scn = state.from_json(f.getvalue())
+    except PerfModelError as exc:
+        st.session_state["upload_error"] = str(exc)
+        return
+    for kind in ("model", "gpu", "profile"):
+        if state.is_upload(getattr(scn, kind)):
+            _remember(kind, getattr(scn, kind))
+    _set_all(scn)
+
+
+def _options(base: list[str], kind: str, value: str) -> list[str]:
+    extra = list(st.session_state.get(_UPLOADS, {}).get(kind, []))
+    out = base + [r for r in extra if r not in base]
+    if value not in out:
+        out.append(value)          # an unknown id from a URL: perfmodel will say what is wrong
+    return out
+
+
+def sidebar(page: str, show_workload: bool = True) -> UIScenario:
+    """The scenario widgets in the sidebar; returns the (published) scenario."""
+    scn = current()
+    _seed(scn, page)
+    sb = st.sidebar
+    for note in st.session_state.pop("scenario_notes", []):
+        sb.warning(note)
+    if err := st.session_state.pop("upload_error", None):
+        sb.error(err)
+    ss = st.session_state
+    sb.subheader("Model and hardware")
+    sb.selectbox("Model", _options(model_ids(), "model", ss["w_model"]), key="w_model",
+                 format_func=state.label, help="Catalog architecture, or an uploaded config.json.")
+    sb.selectbox("GPU", _options(gpu_ids(), "gpu", ss["w_gpu"]), key="w_gpu",
+                 format_func=state.label, help="Accelerator datasheet (hardware_db/), or an uploaded YAML.")
+    c1, c2, c3 = sb.columns(3)
+    c1.number_input("TP", 1, state.MAX_GPUS, step=1, key="w_tp", help="Tensor-parallel degree (GPUs per replica's layer).")
+    c2.number_input("PP", 1, state.MAX_GPUS, step=1, key="w_pp", help="Pipeline-parallel degree (stages).")
+    c3.number_input("EP", 1, state.MAX_GPUS, step=1, key="w_ep", help="Expert-parallel degree (MoE, within the TP group).")
+    sb.caption(f"GPUs per replica: {int(ss['w_tp']) * int(ss['w_pp'])} (TP x PP)")
+    sb.subheader("Precision and engine")
+    sb.selectbox("Weights", _options(WEIGHT_CHOICES, "", ss["w_weights"]), key="w_weights",
+                 help="Weight storage format (int4 uses group-128 scales unless -gN is given).")
+    sb.selectbox("Activations", _options(ACT_CHOICES, "", ss["w_activations"]), key="w_activations",
+                 help="Matmul input format; auto: fp8 for fp8 weights (W8A8), else 16-bit (weight-only).")
+    sb.selectbox("KV cache", _options(KV_CHOICES, "", ss["w_kv"]), key="w_kv", help="KV-cache storage format.")
+    sb.selectbox("Engine", _options(list(ENGINES), "", ss["w_engine"]), key="w_engine",
+                 help="Engine preset (kernels, launch and CPU overheads, attention kernel, batching).")
+    if show_workload:
+        sb.subheader("Workload")
+        sb.number_input("Batch (sequences)", 1, state.MAX_BATCH, step=1, key="w_batch",
+                        help="Sequences decoded together (or concurrent requests).")
+        c1, c2 = sb.columns(2)
+        c1.number_input("Prompt (tokens)", 1, state.MAX_TOKENS, step=128, key="w_prompt")
+        c2.number_input("Output (tokens)", 1, state.MAX_TOKENS, step=32, key="w_output")
+    profiles = [""] + state.list_profiles()
+    sb.selectbox("Calibration profile", _options(profiles, "profile", ss["w_profile"]), key="w_profile",
+                 format_func=lambda r: "none (datasheet defaults)" if not r else state.label(r),
+                 help="Fitted efficiencies and engine overheads (Calibration page), used on every page.")
+    with sb.expander("Upload a model or GPU file"):
+        st.file_uploader("Hugging Face config.json or model YAML", type=["json", "yaml", "yml"],
+                         key="up_model", on_change=_on_file, args=("model",))
+        st.file_uploader("GPU YAML (hardware_db format)", type=["yaml", "yml"], key="up_gpu",
+                         on_change=_on_file, args=("gpu",))
+    new = _collect(scn)
+    publish(new)
+    with sb.expander("Scenario: link and JSON"):
+        st.caption("The address bar holds the whole scenario: copy it to share this view.")
+        st.download_button("Download scenario JSON", state.to_json(new),
+                           file_name="perfmodel-scenario.json", mime="application/json")
+        st.file_uploader("Load scenario JSON", type=["json"], key="up_scenario",
+                         on_change=_on_scenario_file)
+    return new
+
+
+def _collect(old: UIScenario) -> UIScenario:
+    values = {name: st.session_state.get(f"w_{name}", getattr(old, name)) for name in FIELDS}
+    try:
+        return UIScenario(**values)
+    except ValidationError as exc:
+        st.sidebar.error(f"input ignored: {pydantic_message(exc)}")
+        return old
+
+
+def keep_url() -> UIScenario:
+    """For pages without scenario widgets: keep the scenario in the URL."""
+    scn = current()
+    st.session_state["_page"] = None
+    publish(scn)
+    return scn
+
+
+def set_field(name: str, value) -> None:
+    """Change one scenario field from a page (e.g. a profile fitted on the Calibration page)."""
+    scn = current().model_copy(update={name: value})
+    st.session_state["scenario"] = UIScenario(**scn.model_dump())
+    st.session_state[f"w_{name}"] = value
+
+
+@contextlib.contextmanager
+def guard(where=None):
+    """Show a PerfModelError (bad input, does not fit, unknown id) as one line, never a traceback."""
+    try:
+        yield
+    except PerfModelError as exc:
+        (where or st).error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+
+def call(fn, *args, where=None, **kw):
+    """fn(*args, **kw), or None after showing its PerfModelError as one line."""
+    try:
+        return fn(*args, **kw)
+    except PerfModelError as exc:
+        (where or st).error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return None
+
+
+def optional(module: str, what: str):
+    """Import a perfmodel module that may not exist yet; a short note on the page if not."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        st.info(f"Not available yet: {what} is still being built.")
+        return None
+
+
+INTERNAL_ERROR = "internal error (please report it)"
+
+
+@contextlib.contextmanager
+def safety_net():
+    """Last resort around a page: a defect shows as one line (the traceback goes to the
+    server log), never as a traceback in the browser. Input errors never get here."""
+    import logging
+
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - Streamlit's stop/rerun are BaseException
+        logging.getLogger("perfmodel.webapp").exception("page failed")
+        st.error(f"{INTERNAL_ERROR}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")

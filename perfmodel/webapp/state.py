@@ -1,0 +1,272 @@
+"""The shared scenario of every page: one frozen UIScenario, kept in the URL
+(st.query_params) so a link reproduces it, and downloadable/uploadable as JSON.
+
+Uploaded files (a Hugging Face config.json or model YAML, a GPU YAML, a calibrated profile)
+are stored on the server by content hash and referred to as 'upload:<sha>.<ext>', so the
+scenario stays a handful of plain strings and integers (hashable cache keys). The JSON
+download embeds the uploaded files' text, so it reproduces the scenario on any server.
+Nothing here depends on Streamlit; inputs.py does the session glue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from perfmodel.errors import PerfModelError, pydantic_message
+
+UPLOAD_PREFIX = "upload:"
+MAX_UPLOAD_BYTES = 2_000_000        # config.json / YAML files are a few kB
+MAX_TOKENS = 10_000_000             # widget bound; the model's own context limit is checked by perfmodel
+MAX_BATCH = 1_000_000
+MAX_GPUS = 4096
+JSON_KIND = "perfmodel-scenario"
+_REF = re.compile(r"^upload:([0-9a-f]{16})\.(json|yaml)$")
+_ID = r"^[^\x00-\x1f]{0,300}$"      # any printable text; perfmodel checks the ids themselves
+
+Metric = Literal["ttft_s", "tpot_s", "e2e_s", "decode_tok_s_per_user", "output_tok_s_total"]
+METRIC_LABELS: dict[str, tuple[str, str]] = {   # id -> (label, unit shown)
+    "ttft_s": ("TTFT", "ms"),
+    "tpot_s": ("TPOT", "ms"),
+    "e2e_s": ("E2E latency", "s"),
+    "decode_tok_s_per_user": ("Decode tok/s per user", "tok/s"),
+    "output_tok_s_total": ("Aggregate output tok/s", "tok/s"),
+}
+
+
+class UIScenario(BaseModel):
+    """Everything the pages need to reproduce a prediction: ids and integers only."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(default="llama-3.1-8b", pattern=_ID, description="Catalog id or upload ref.")
+    gpu: str = Field(default="h100-sxm", pattern=_ID, description="hardware_db id or upload ref.")
+    tp: int = Field(default=1, ge=1, le=MAX_GPUS, description="Tensor-parallel degree.")
+    pp: int = Field(default=1, ge=1, le=MAX_GPUS, description="Pipeline-parallel degree.")
+    ep: int = Field(default=1, ge=1, le=MAX_GPUS, description="Expert-parallel degree.")
+    weights: str = Field(default="bf16", pattern=_ID, description="Weight precision.")
+    kv: str = Field(default="bf16", pattern=_ID, description="KV-cache precision.")
+    activations: str = Field(default="auto", pattern=_ID,
+                             description="Matmul input precision ('auto': follows the weights).")
+    engine: str = Field(default="vllm", pattern=_ID, description="Engine preset id.")
+    batch: int = Field(default=8, ge=1, le=MAX_BATCH, description="Sequences decoded together.")
+    prompt: int = Field(default=1024, ge=1, le=MAX_TOKENS, description="Prompt tokens.")
+    output: int = Field(default=256, ge=1, le=MAX_TOKENS, description="Output tokens.")
+    profile: str = Field(default="", pattern=_ID,
+                         description="'' (datasheet defaults), a calibrate/profiles name, or an upload ref.")
+    metric: Metric = Field(default="tpot_s", description="Metric of the sensitivity chart.")
+    # page inputs (also in the URL, so a link reproduces every page)
+    sweep_max_batch: int = Field(default=256, ge=1, le=MAX_BATCH, description="Sweep: largest batch.")
+    spec_method: str = Field(default="eagle", pattern=_ID, description="Speculative: drafter kind.")
+    spec_draft: str = Field(default="llama-3.2-1b", pattern=_ID, description="Speculative: draft model.")
+    spec_gamma: int = Field(default=4, ge=1, le=64, description="Speculative: draft tokens per step.")
+    spec_alpha: float = Field(default=0.7, ge=0.0, le=0.99, description="Speculative: acceptance.")
+    spec_target: float = Field(default=2.0, gt=0.0, le=100.0, description="Speculative: target speed-up.")
+
+    def key(self) -> str:
+        """Canonical JSON: the plain, hashable id the cached wrappers take."""
+        return json.dumps(self.model_dump(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_key(cls, key: str) -> "UIScenario":
+        return cls.model_validate_json(key)
+
+
+DEFAULT = UIScenario()
+FIELDS = tuple(UIScenario.model_fields)
+
+
+# --------------------------------------------------------------------------- URL
+
+
+def to_query(scn: UIScenario) -> dict[str, str]:
+    """Every field as a string (defaults included, so a link survives a change of defaults)."""
+    return {k: str(v) for k, v in scn.model_dump().items()}
+
+
+def from_query(params: Mapping[str, object]) -> tuple[UIScenario, list[str]]:
+    """The scenario in the URL; a bad value is replaced by the default and reported.
+    Unknown keys are ignored (Streamlit and browsers add their own)."""
+    values: dict[str, object] = {}
+    notes: list[str] = []
+    for name in FIELDS:
+        if name not in params:
+            continue
+        raw = params[name]
+        if isinstance(raw, (list, tuple)):
+            raw = raw[-1] if raw else ""
+        text = str(raw)
+        try:
+            UIScenario(**{name: text})
+        except ValidationError as exc:
+            notes.append(f"URL parameter {name}={text[:40]!r} ignored ({_short(exc)})")
+            continue
+        values[name] = text
+    return UIScenario(**values), notes
+
+
+def _short(exc: ValidationError) -> str:
+    msg = pydantic_message(exc)
+    return msg.split(": ", 1)[-1]
+
+
+# --------------------------------------------------------------------------- uploads
+
+
+def upload_dir() -> Path:
+    """Where uploads are kept: $PERFMODEL_WEBAPP_UPLOADS or a folder in the temp dir."""
+    base = os.environ.get("PERFMODEL_WEBAPP_UPLOADS") or Path(tempfile.gettempdir()) / "perfmodel-webapp-uploads"
+    return Path(base)
+
+
+def is_upload(ref: str) -> bool:
+    return ref.startswith(UPLOAD_PREFIX)
+
+
+def upload_path(ref: str) -> Path:
+    """The file behind an upload ref; refuses anything but the exact ref pattern."""
+    m = _REF.match(ref)
+    if not m:
+        raise PerfModelError(f"{ref[:60]!r} is not an upload reference")
+    path = upload_dir() / f"{m.group(1)}.{m.group(2)}"
+    if not path.is_file():
+        raise PerfModelError(f"uploaded file {ref} is not on this server (uploads are kept by "
+                             "content hash); upload it again or load the scenario JSON")
+    return path
+
+
+def save_upload(kind: Literal["model", "gpu", "profile"], data: bytes, name: str = "") -> str:
+    """Store an uploaded file by content hash after checking that perfmodel reads it;
+    returns its ref. Raises PerfModelError with a one-line reason."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise PerfModelError(f"{name or kind} file is {len(data)} bytes; the limit is {MAX_UPLOAD_BYTES}")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PerfModelError(f"{name or kind} file is not UTF-8 text") from None
+    is_json = name.lower().endswith(".json") or (kind == "model" and data.lstrip()[:1] == b"{")
+    if kind != "model" and is_json:
+        raise PerfModelError(f"{name or kind}: expected a YAML file")
+    ext = "json" if is_json else "yaml"
+    sha = hashlib.sha256(data).hexdigest()[:16]
+    ref = f"{UPLOAD_PREFIX}{sha}.{ext}"
+    folder = upload_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{sha}.{ext}"
+    if not path.is_file():
+        tmp = folder / f".{sha}.{os.getpid()}.tmp"
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    try:
+        check_upload(kind, ref)
+    except PerfModelError:
+        path.unlink(missing_ok=True)
+        raise
+    return ref
+
+
+def check_upload(kind: str, ref: str) -> None:
+    """Parse the stored file with perfmodel's own loader; errors name the upload, not the path."""
+    from perfmodel.catalog import load_model
+    from perfmodel.hardware import load_gpu
+    from perfmodel.profile import load_profile
+
+    path = upload_path(ref)
+    loader = {"model": load_model, "gpu": load_gpu, "profile": load_profile}[kind]
+    try:
+        loader(str(path))
+    except PerfModelError as exc:
+        raise PerfModelError(_scrub(str(exc), path, kind)) from None
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:   # importer edge cases
+        raise PerfModelError(f"uploaded {kind} file: {_scrub(str(exc), path, kind)}") from None
+
+
+def _scrub(msg: str, path: Path, kind: str) -> str:
+    text = msg.splitlines()[0] if msg else "unreadable"
+    for form in sorted({str(path.resolve()), str(path), path.name}, key=len, reverse=True):
+        text = text.replace(form, f"uploaded {kind} file")
+    return text
+
+
+def target(ref: str, kind: str) -> str:
+    """What perfmodel's loaders take for a scenario field: the id itself, or the upload's path."""
+    if not is_upload(ref):
+        return ref
+    return str(upload_path(ref))
+
+
+def profiles_dir() -> Path:
+    """Committed calibrated profiles (calibrate/profiles/*.yaml)."""
+    return Path(__file__).resolve().parents[2] / "calibrate" / "profiles"
+
+
+def list_profiles() -> list[str]:
+    d = profiles_dir()
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def profile_target(ref: str) -> str | None:
+    """None (datasheet defaults), a committed profile's path, or an uploaded profile's path."""
+    if not ref:
+        return None
+    if is_upload(ref):
+        return str(upload_path(ref))
+    if ref not in list_profiles():
+        raise PerfModelError(f"unknown profile {ref!r}; committed profiles: "
+                             f"{', '.join(list_profiles()) or 'none'}")
+    return str(profiles_dir() / f"{ref}.yaml")
+
+
+def label(ref: str) -> str:
+    """Display name of an id or upload ref."""
+    return f"uploaded file ({ref[len(UPLOAD_PREFIX):]})" if is_upload(ref) else ref
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def to_json(scn: UIScenario) -> str:
+    """The scenario with the text of any uploaded file, so it reproduces anywhere."""
+    uploads = {}
+    for name in ("model", "gpu", "profile"):
+        ref = getattr(scn, name)
+        if is_upload(ref):
+            try:
+                uploads[name] = upload_path(ref).read_text(encoding="utf-8")
+            except PerfModelError:
+                pass
+    doc = {"kind": JSON_KIND, "version": 1, "scenario": scn.model_dump(), "uploads": uploads}
+    return json.dumps(doc, indent=1)
+
+
+def from_json(data: bytes | str) -> UIScenario:
+    """Parse a downloaded scenario; stores embedded uploads. Raises PerfModelError."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise PerfModelError(f"scenario file is not JSON ({str(exc).splitlines()[0][:80]})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != JSON_KIND:
+        raise PerfModelError(f"not a scenario file: expected \"kind\": \"{JSON_KIND}\"")
+    fields = doc.get("scenario")
+    uploads = doc.get("uploads") or {}
+    if not isinstance(fields, dict) or not isinstance(uploads, dict):
+        raise PerfModelError("scenario file: 'scenario' and 'uploads' must be objects")
+    fields = dict(fields)
+    for name, text in uploads.items():
+        if name not in ("model", "gpu", "profile") or not isinstance(text, str):
+            raise PerfModelError(f"scenario file: uploads.{str(name)[:20]} is not a model, gpu or profile text")
+        ext = ".json" if name == "model" and text.lstrip().startswith("{") else ".yaml"
+        fields[name] = save_upload(name, text.encode("utf-8"), name=f"{name}{ext}")
+    try:
+        return UIScenario(**fields)
+    except ValidationError as exc:
+        raise PerfModelError(f"scenario file: {pydantic_message(exc)}") from None
+    except TypeError as exc:
+        raise PerfModelError(f"scenario file: {exc}") from None

@@ -1,0 +1,83 @@
+"""Definitions: every metric, the bound regimes, the assumptions, the engine presets and
+the default efficiencies, in one place (the tooltips of the other pages quote this text)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from perfmodel.efficiency import default_efficiency
+from perfmodel.engines import ENGINES
+from perfmodel.hardware import list_gpus
+from perfmodel.units import MS, US
+from perfmodel.webapp import inputs
+from perfmodel.webapp.texts import ASSUMPTIONS, DEFINITIONS
+
+BOUNDS = {
+    "memory": "Bytes / (bandwidth x efficiency) exceeds FLOPs / (peak x efficiency): weights and "
+              "KV cache must stream from device memory every step. Decode at small batch.",
+    "compute": "FLOPs / achievable peak dominates: large batches, long prompts (prefill), "
+               "speculative verification at large batch.",
+    "communication": "Tensor/pipeline/expert-parallel collectives take the largest share of the step.",
+    "overhead": "The CPU (Python, scheduler, kernel launches) cannot issue the step's kernels as "
+                "fast as the GPU runs them: eager PyTorch at small batch. CUDA graphs remove most of it.",
+}
+
+
+def engines_table() -> dict[str, list]:
+    rows = list(ENGINES.values())
+    return {
+        "engine": [e.id for e in rows], "name": [e.name for e in rows],
+        "kernels / layer": [e.kernels_per_layer for e in rows],
+        "launch (us / kernel)": [e.launch_s / US for e in rows],
+        "graph replay (us / step)": [e.graph_launch_s / US for e in rows],
+        "CPU overhead (ms / step)": [e.cpu_overhead_per_step_s / MS for e in rows],
+        "per request (ms)": [e.per_request_overhead_s / MS for e in rows],
+        "attention": [e.attention for e in rows], "batching": [e.batching for e in rows],
+        "KV memory fraction": [e.kv_memory_fraction for e in rows],
+        "KV block (tokens)": [e.kv_block_tokens for e in rows],
+        "low-bit kernel eff.": [e.quant_kernel_efficiency for e in rows],
+        "fp8": [e.supports_fp8 for e in rows], "source": [e.source for e in rows],
+    }
+
+
+def efficiency_table() -> dict[str, list]:
+    seen: dict[tuple, list[str]] = {}
+    for hw in list_gpus():
+        seen.setdefault((hw.vendor, hw.memory_type), []).append(hw.id)
+    cols: dict[str, list] = {k: [] for k in ("vendor", "memory", "cards", "memory bw", "GEMM max",
+                                             "GEMM half-M (rows)", "attention compute",
+                                             "attention KV read", "kernel (us)", "link")}
+    for (vendor, mem), ids in sorted(seen.items()):
+        e = default_efficiency(next(h for h in list_gpus() if h.id == ids[0]))
+        for k, v in (("vendor", vendor), ("memory", mem), ("cards", ", ".join(ids)),
+                     ("memory bw", e.mem_bw), ("GEMM max", e.gemm_max),
+                     ("GEMM half-M (rows)", e.gemm_half_m), ("attention compute", e.attn_compute),
+                     ("attention KV read", e.attn_mem), ("kernel (us)", e.kernel_s / US),
+                     ("link", e.link)):
+            cols[k].append(v)
+    return cols
+
+
+def render() -> None:
+    inputs.keep_url()
+    st.title("Definitions")
+    st.subheader("Metrics")
+    st.table({"metric": [v[0] for v in DEFINITIONS.values()],
+              "unit": [v[1] or "-" for v in DEFINITIONS.values()],
+              "definition": [v[2] for v in DEFINITIONS.values()]})
+    st.subheader("Bound regimes")
+    for name, text in BOUNDS.items():
+        st.markdown(f"- **{name}**: {text}")
+    st.subheader("Assumptions")
+    for text in ASSUMPTIONS:
+        st.markdown(f"- {text}")
+    st.subheader("Engine presets (perfmodel/engines.py)")
+    st.dataframe(engines_table(), hide_index=True)
+    st.subheader("Default efficiencies (perfmodel/efficiency.py)")
+    st.caption("Achievable fractions of the datasheet per vendor and memory type; a calibrated "
+               "profile replaces them. GEMM efficiency at M token rows = GEMM max x M / (M + half-M).")
+    st.dataframe(efficiency_table(), hide_index=True)
+
+
+if __name__ == "__main__":
+    render()

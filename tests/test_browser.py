@@ -1,0 +1,103 @@
+"""The web calculator in a real browser: `streamlit run app.py` as a subprocess, driven by
+Debian's /usr/bin/chromium through Playwright for Python. Changes the batch, reads a changed
+metric, checks the URL follows, and saves a screenshot under the test's tmp_path."""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="/usr/bin/chromium is missing")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def streamlit_cmd() -> list[str]:
+    exe = Path(sys.executable).parent / "streamlit"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "streamlit"]
+
+
+@pytest.fixture
+def server(tmp_path):
+    port = free_port()
+    env = {**os.environ, "PERFMODEL_WEBAPP_UPLOADS": str(tmp_path / "uploads")}
+    log = open(tmp_path / "server.log", "w")
+    proc = subprocess.Popen(
+        streamlit_cmd() + ["run", "app.py", "--server.headless", "true", "--server.address",
+                           "127.0.0.1", "--server.port", str(port),
+                           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("streamlit did not start: " + (tmp_path / "server.log").read_text()[-2000:])
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def metric_value(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]').filter(
+        has=page.locator('[data-testid="stMetricLabel"]', has_text=re.compile(f"^{label}$")))
+    return box.locator('[data-testid="stMetricValue"]').inner_text().strip()
+
+
+def test_calculator_in_chromium(server, tmp_path):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 2000})
+            page.goto(f"{server}/?batch=8&gpu=h100-sxm", timeout=60_000)
+            page.wait_for_selector('[data-testid="stMetricValue"]', timeout=60_000)
+            before = metric_value(page, "Aggregate")
+            assert before.endswith("tok/s")
+            box = page.get_by_role("spinbutton", name="Batch (sequences)")
+            box.fill("64")
+            box.press("Enter")
+            deadline = time.time() + 30
+            after = before
+            while after == before and time.time() < deadline:
+                time.sleep(0.3)
+                after = metric_value(page, "Aggregate")
+            number = lambda s: float(s.split()[0].replace(",", ""))
+            assert number(after) > number(before), (before, after)
+            page.wait_for_function("() => window.location.search.includes('batch=64')", timeout=10_000)
+            time.sleep(1.5)                                   # let the charts draw
+            shot = tmp_path / "calculator.png"
+            page.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 20_000
+            assert not page.locator('[data-testid="stException"]').count()
+        finally:
+            browser.close()

@@ -1,0 +1,141 @@
+"""Figure builders of the web calculator, tested without Streamlit: traces, axes, and that
+the figures place perfmodel's numbers where they belong (identities, not copied outputs)."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from perfmodel import api
+from perfmodel.hardware import load_gpu
+from perfmodel.units import GB, MS, TERA
+from perfmodel.webapp import charts, charts_spec, charts_sweep
+
+
+@pytest.fixture(scope="module")
+def est():
+    return api.predict_request("llama-3.1-8b", "h100-sxm", batch=8, prompt=1024, output=256)
+
+
+def test_memory_bar_stacks_to_the_total_and_marks_capacity(est):
+    mem = est.memory
+    fig = charts.memory_bar(mem)
+    widths = [t.x[0] for t in fig.data]
+    assert sum(widths) == pytest.approx(mem.total_bytes / GB, rel=1e-9)
+    names = [t.name for t in fig.data]
+    assert {"KV cache", "activations", "runtime reserve"} <= set(names)
+    assert sum(n.startswith("weights:") for n in names) == sum(
+        1 for b in mem.weight_bytes_by_group.values() if b > 0)
+    lines = sorted(s.x0 for s in fig.layout.shapes)
+    assert lines == pytest.approx(sorted([mem.capacity_bytes / GB, mem.device_bytes / GB]))
+    assert fig.layout.barmode == "stack"
+
+
+def test_memory_bar_says_when_it_does_not_fit():
+    mem = api.memory("llama-3.1-70b", "rtx-4090", batch=1, context=2048)
+    assert not mem.fits
+    assert "NOT fit" in charts.memory_bar(mem).layout.title.text
+
+
+def test_op_breakdown_sums_to_the_gpu_time_and_groups_by_bound(est):
+    fig = charts.op_breakdown(est.ops)
+    total_ms = sum(sum(t.x) for t in fig.data)
+    assert total_ms == pytest.approx(sum(o.time_s for o in est.ops) / MS, rel=1e-9)
+    bounds = {o.bound for o in est.ops if o.time_s > 0}
+    assert len(fig.data) == len(bounds)
+    order = list(fig.layout.yaxis.categoryarray)
+    times = {o.name: o.time_s for o in est.ops}
+    assert [times[n] for n in order] == sorted(times[n] for n in order)   # slowest on top
+
+
+def test_roofline_ridge_is_peak_over_bandwidth_and_axes_are_log(est):
+    hw = load_gpu("h100-sxm")
+    fig = charts.roofline(hw, est.ops, "bf16")
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    ridge = next(t for t in fig.data if t.name.startswith("ridge"))
+    bw, peak = hw.memory_bandwidth_bytes_per_s, hw.peak_flops_per_s["bf16"]
+    assert ridge.x[0] == pytest.approx(peak / bw)
+    # H100 SXM datasheet: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3 -> ridge ~295 FLOP/byte
+    assert ridge.x[0] == pytest.approx(989e12 / 3.35e12, rel=0.01)
+    roofs = [t for t in fig.data if "roof" in t.name]
+    assert len(roofs) == len(hw.peak_flops_per_s)
+    for t in roofs:      # slope 1 (bandwidth) below the ridge, flat (peak) above it
+        x0, xr, _ = t.x
+        y0, yr, y1 = t.y
+        assert y0 / x0 == pytest.approx(bw / TERA)
+        assert yr == y1 and yr * TERA / xr == pytest.approx(bw)
+
+
+def test_roofline_ops_never_beat_the_datasheet_roof(est):
+    hw = load_gpu("h100-sxm")
+    for ops in (est.ops, api.predict_request("llama-3.1-8b", "h100-sxm", batch=256, prompt=256,
+                                             output=16).ops):
+        fig = charts.roofline(hw, ops, "bf16")
+        pts = next(t for t in fig.data if t.name == "ops of this step")
+        assert len(pts.x) == sum(1 for o in ops if o.flops > 0 and o.bytes > 0 and o.time_s > 0)
+        top = max(hw.peak_flops_per_s.values())
+        kinds = {o.name: o.kind for o in ops}
+        # matmuls and attention: bytes as moved; fused elementwise ops report their unfused
+        # bytes (roofline.py times them at FUSED_ELEMENTWISE_BYTES of those), so they are left out
+        checked = [(x, y) for x, y, n in zip(pts.x, pts.y, pts.hovertext)
+                   if kinds[n] in ("gemm", "attention")]
+        assert len(checked) >= 5
+        for x, y in checked:
+            assert y * TERA <= min(top, x * hw.memory_bandwidth_bytes_per_s) * (1 + 1e-9)
+
+
+def test_tornado_percentages_and_order():
+    V = SimpleNamespace
+    rows = [V(name="small", low=9.5, high=10.5, low_label="a", high_label="b"),
+            V(name="big", low=12.0, high=8.0, low_label="c", high_label="d"),
+            V(name="missing", low=None, high=11.0, low_label="-", high_label="e")]
+    fig = charts.tornado(10.0, rows, "TPOT", "ms", MS)
+    assert len(fig.data) == 2
+    low, high = fig.data
+    order = list(fig.layout.yaxis.categoryarray)
+    assert order[-1] == "big"                      # largest swing on top
+    by = dict(zip(low.y, low.x))
+    assert by["big"] == pytest.approx(20.0) and by["small"] == pytest.approx(-5.0)
+    assert by["missing"] is None
+    assert dict(zip(high.y, high.x))["missing"] == pytest.approx(10.0)
+
+
+def test_latency_throughput_traces_and_knee():
+    x = np.array([1, 2, 4, 8])
+    fig = charts_sweep.latency_throughput(x, [100, 190, 300, 310], [0.010, 0.0105, 0.013, 0.026],
+                                          [True, True, True, False], knee_x=4)
+    assert [t.name for t in fig.data] == ["fits in memory", "does not fit", "knee (batch 4)"]
+    assert list(fig.data[0].y) == pytest.approx([10.0, 10.5, 13.0])    # ms
+    assert fig.data[2].x[0] == 300
+    assert fig.layout.xaxis.type == "log"
+    assert len(charts_sweep.latency_throughput(x, [1, 2, 3, 4], [1, 1, 1, 1], [True] * 4).data) == 1
+
+
+def test_memory_vs_context_stacks_to_each_total():
+    contexts = (512, 4096, 32768)
+    mems = [api.memory("llama-3.1-8b", "h100-sxm", batch=4, context=c) for c in contexts]
+    fig = charts_sweep.memory_vs_context(contexts, mems)
+    stacked = [t for t in fig.data if t.stackgroup]
+    assert len(stacked) == 4
+    sums = np.sum([np.asarray(t.y) for t in stacked], axis=0)
+    assert sums == pytest.approx([m.total_bytes / GB for m in mems])
+    cap = next(t for t in fig.data if not t.stackgroup)
+    assert set(cap.y) == {mems[0].capacity_bytes / GB}
+
+
+def test_throughput_vs_context_axes():
+    fig = charts_sweep.throughput_vs_context([128, 1024, 8192], [100, 90, 50], [800, 720, 400],
+                                             [0.01, 0.05, 0.5], [True, True, False])
+    assert len(fig.data) == 2 and fig.data[1].yaxis == "y2"
+    assert fig.layout.xaxis.type == "log"
+    assert list(fig.data[1].y) == pytest.approx([10, 50, 500])
+    assert len(fig.layout.shapes) == 1       # the does-not-fit band
+
+
+def test_speedup_heatmap_is_centred_on_one():
+    z = [[1.5, 0.8], [2.0, 0.9]]
+    fig = charts_spec.speedup_heatmap([1, 64], [1, 2], z, [[True, True], [True, False]])
+    hm = fig.data[0]
+    assert hm.type == "heatmap" and hm.zmid == 1.0
+    assert np.asarray(hm.z).shape == (2, 2)
+    assert "✗" in hm.text[1][1] and "✗" not in hm.text[0][1]
