@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel.memory import (COLLECTIVE_RESERVE_BYTES, MAX_BATCH_SEARCH, RUNTIME_RESERVE_BYTES,
+                              usable_bytes,
                               activation_bytes, kv_cache_bytes, weight_bytes_by_group)
 from perfmodel.parallel import p2p_s
 from perfmodel.predict import Scenario
@@ -116,29 +117,36 @@ def weights_bytes(sc: Scenario) -> float:
     return sum(weight_bytes_by_group(sc.model, sc.precision, sc.dep).values())
 
 
-def used_bytes(sc: Scenario, C, context, weights: float | None = None):
-    """Per-GPU memory at concurrency C (array) and context: the sum estimate_memory tests."""
+def loaded_bytes(sc: Scenario, C, context, weights: float | None = None):
+    """Per-GPU bytes besides the KV cache: weights, runtime reserve, activation peak."""
     w = weights_bytes(sc) if weights is None else weights
     reserve = RUNTIME_RESERVE_BYTES + (COLLECTIVE_RESERVE_BYTES if sc.dep.num_gpus > 1 else 0.0)
-    C = np.asarray(C, dtype=float)
-    return (w + reserve
-            + kv_cache_bytes(sc.model, sc.precision, batch=C, context=context, dep=sc.dep,
-                             block_tokens=sc.engine.kv_block_tokens)
-            + activation_bytes(sc.model, sc.precision, sc.engine, batch=C, context=context,
-                               dep=sc.dep, attention=sc.attention))
+    return w + reserve + activation_bytes(sc.model, sc.precision, sc.engine,
+                                          batch=np.asarray(C, dtype=float), context=context,
+                                          dep=sc.dep, attention=sc.attention)
 
 
-def capacity_bytes(sc: Scenario) -> float:
-    return sc.hw.memory_bytes * sc.engine.kv_memory_fraction
+def used_bytes(sc: Scenario, C, context, weights: float | None = None):
+    """Per-GPU memory at concurrency C (array) and context: the sum estimate_memory tests."""
+    return (loaded_bytes(sc, C, context, weights)
+            + kv_cache_bytes(sc.model, sc.precision, batch=np.asarray(C, dtype=float),
+                             context=context, dep=sc.dep, block_tokens=sc.engine.kv_block_tokens))
+
+
+def capacity_bytes(sc: Scenario, C=1.0, context=None, weights: float | None = None):
+    """The engine's usable memory (memory.usable_bytes); without a context, the nominal
+    share of device memory."""
+    if context is None:
+        return sc.hw.memory_bytes * sc.engine.kv_memory_fraction
+    return usable_bytes(sc.hw, sc.engine, loaded_bytes(sc, C, context, weights))
 
 
 def max_fit(sc: Scenario, context: int, weights: float | None = None) -> int:
     """Largest C that fits at this context (0: none), by vectorized bisection: powers of two
     first, then 65 probes per round, reaching the exact integer estimate_memory finds."""
-    cap = capacity_bytes(sc)
 
     def ok(c):
-        return used_bytes(sc, c, context, weights) <= cap
+        return used_bytes(sc, c, context, weights) <= capacity_bytes(sc, c, context, weights)
 
     probe = 2.0 ** np.arange(0, int(np.log2(MAX_BATCH_SEARCH)) + 1)
     good = ok(probe)
@@ -320,7 +328,7 @@ def _assemble(sc: Scenario, C, P, O, lim: Limits, st: _Steps, Pm, Om, weights) -
         wait = np.zeros(n)
     rate = C / slot
     used = np.broadcast_to(used_bytes(sc, C, lim.context, weights), (n,)).copy()
-    fits = (C <= lim.limit) & (used <= capacity_bytes(sc))
+    fits = (C <= lim.limit) & (used <= capacity_bytes(sc, C, lim.context, weights))
     return Curve(concurrency=C, fits=fits, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, slot_s=slot,
                  rate_rps=rate, output_tok_s_total=rate * O, prefill_s=prefill,
                  batch_wait_s=wait, used_bytes=used)

@@ -91,6 +91,16 @@ def activation_bytes(m: ModelSpec, p: Precision, engine: EngineProfile, *, batch
     return act + logits + scores
 
 
+def usable_bytes(hw: HardwareSpec, engine: EngineProfile, loaded_bytes):
+    """Bytes the engine may use: a share of all device memory (vLLM, SGLang, llama.cpp), or
+    (TensorRT-LLM, kv_fraction_of='free') what it loaded plus a share of what is left free
+    after weights, reserve and activations (`loaded_bytes`). Broadcasts over arrays."""
+    if engine.kv_fraction_of == "free":
+        free = np.maximum(hw.memory_bytes - loaded_bytes, 0.0)
+        return loaded_bytes + engine.kv_memory_fraction * free
+    return hw.memory_bytes * engine.kv_memory_fraction + 0.0 * np.asarray(loaded_bytes, dtype=float)
+
+
 def estimate_memory(m: ModelSpec, hw: HardwareSpec, p: Precision, *, batch: int, context: int,
                     engine: EngineProfile | None = None, dep: Deployment | None = None,
                     attention: str | None = None, extra_weight_bytes: float = 0.0,
@@ -103,27 +113,32 @@ def estimate_memory(m: ModelSpec, hw: HardwareSpec, p: Precision, *, batch: int,
     groups = weight_bytes_by_group(m, p, dep)
     weights = sum(groups.values()) + extra_weight_bytes
     reserve = RUNTIME_RESERVE_BYTES + (COLLECTIVE_RESERVE_BYTES if dep.num_gpus > 1 else 0.0)
-    capacity = hw.memory_bytes * engine.kv_memory_fraction
+    fixed = weights + reserve                 # what the engine holds before the KV pool
+
+    def capacity_at(act_bytes: float) -> float:
+        return float(usable_bytes(hw, engine, fixed + act_bytes))
 
     def kv(b: int, s: int) -> float:
         return (kv_cache_bytes(m, p, batch=b, context=s, dep=dep, block_tokens=engine.kv_block_tokens)
                 + b * s * extra_kv_bytes_per_token)
 
-    def used(b: int, s: int) -> float:
-        return weights + kv(b, s) + activation_bytes(m, p, engine, batch=b, context=s, dep=dep,
-                                                     attention=attention) + reserve
+    def ok(b: int, s: int) -> bool:
+        act_bs = float(activation_bytes(m, p, engine, batch=b, context=s, dep=dep,
+                                        attention=attention))
+        return fixed + kv(b, s) + act_bs <= capacity_at(act_bs)
 
     kv_now = float(kv(batch, context))
     act = float(activation_bytes(m, p, engine, batch=batch, context=context, dep=dep,
                                  attention=attention))
     total = weights + kv_now + act + reserve
+    capacity = capacity_at(act)
     per_token = float(kv_cache_bytes(m, p, batch=1, context=1, dep=dep)) + extra_kv_bytes_per_token
     return MemoryEstimate(
         weight_bytes=weights, weight_bytes_by_group=groups, kv_bytes_per_token=per_token,
         kv_cache_bytes=kv_now, activation_bytes=act, reserve_bytes=reserve, total_bytes=total,
         capacity_bytes=capacity, device_bytes=hw.memory_bytes, fits=total <= capacity,
-        max_batch=_largest(lambda b: used(b, context) <= capacity, MAX_BATCH_SEARCH),
-        max_context=_largest(lambda s: used(batch, s) <= capacity, m.max_context),
+        max_batch=_largest(lambda b: ok(b, context), MAX_BATCH_SEARCH),
+        max_context=_largest(lambda s: ok(batch, s), m.max_context),
         num_gpus=dep.num_gpus)
 
 

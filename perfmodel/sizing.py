@@ -277,7 +277,7 @@ def _search_group(ctx: _Ctx, sc0, prec: str, warnings: list[str]):
             r_max = ctx.max_gpus // g if reps is None else max(reps)
             if lim.limit == 0:
                 need = float(used_bytes(sc, 1.0, lim.context, full_weights / g))
-                cand = ((2, need / capacity_bytes(sc)), _miss(ctx, sc, base, "memory", 0))
+                cand = ((2, need / float(capacity_bytes(sc, 1.0, lim.context, full_weights / g))), _miss(ctx, sc, base, "memory", 0))
                 miss = cand if miss is None or cand[0] < miss[0] else miss
                 continue
             batch.append((sc, lim, full_weights / g, reps, r_max, base))

@@ -281,6 +281,9 @@ class EngineProfile(Spec):
     batching: Literal["static", "continuous"] = Field(description="Batching policy.")
     kv_memory_fraction: float = Field(
         gt=0, le=1, description="Share of device memory the engine lets weights+KV+activations use.")
+    kv_fraction_of: Literal["total", "free"] = Field(
+        default="total", description="kv_memory_fraction applies to all device memory (vLLM, "
+        "SGLang) or to what is free after weights and activations (TensorRT-LLM).")
     kv_block_tokens: int = Field(ge=1, description="KV page size in tokens (1: contiguous per token).")
     kv_prealloc: Literal["none", "max_context", "request"] = Field(
         default="request", description="Contiguous engines reserve KV for the whole sequence.")

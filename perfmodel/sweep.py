@@ -14,8 +14,8 @@ import numpy as np
 
 from perfmodel.api import resolve
 from perfmodel.errors import PerfModelError
-from perfmodel.memory import (COLLECTIVE_RESERVE_BYTES, RUNTIME_RESERVE_BYTES, activation_bytes,
-                              kv_cache_bytes, weight_bytes_by_group)
+from perfmodel.batching import capacity_bytes, used_bytes
+from perfmodel.memory import weight_bytes_by_group
 from perfmodel.predict import request_times
 
 METRICS = ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s_per_user", "output_tok_s_total",
@@ -68,13 +68,8 @@ def sweep_arrays(spec: SweepSpec, *, profile=None, hardware_dir: str | None = No
             continue
         n = b.size
         weights = sum(weight_bytes_by_group(sc.model, sc.precision, sc.dep).values())
-        used = (weights + RUNTIME_RESERVE_BYTES
-                + (COLLECTIVE_RESERVE_BYTES if sc.dep.num_gpus > 1 else 0.0)
-                + kv_cache_bytes(sc.model, sc.precision, batch=b, context=pr + out, dep=sc.dep,
-                                 block_tokens=sc.engine.kv_block_tokens)
-                + activation_bytes(sc.model, sc.precision, sc.engine, batch=b, context=pr + out,
-                                   dep=sc.dep))
-        fits = (used <= sc.hw.memory_bytes * sc.engine.kv_memory_fraction) & ok
+        fits = (used_bytes(sc, b, pr + out, weights)
+                <= capacity_bytes(sc, b, pr + out, weights)) & ok
         for key, val in (("model", sc.model.id), ("gpu", sc.hw.id), ("weights", w), ("kv", kv),
                          ("engine", eng), ("tp", tp)):
             cols[key].append(np.full(n, val, dtype=object))

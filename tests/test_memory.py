@@ -109,3 +109,16 @@ def test_max_batch_never_grows_with_context(model, c1, c2):
     a = api.memory(model, "l40s", batch=1, context=lo).max_batch
     b = api.memory(model, "l40s", batch=1, context=hi).max_batch
     assert b <= a
+
+
+def test_trtllm_kv_share_is_of_the_memory_left_after_weights():
+    # TensorRT-LLM perf-overview (v0.17) runs Llama-3.1-70B FP8 on ONE H100 80GB at 128/2048
+    # (912 tok/s): its kv_cache_free_gpu_mem_fraction applies to memory free after loading
+    # the weights, so the ~7 GB left over still hold a KV pool.
+    trt = api.memory("llama-3.1-70b", "h100-sxm", weights="fp8", kv="fp8", batch=8,
+                     context=2176, engine="trtllm")
+    vllm = api.memory("llama-3.1-70b", "h100-sxm", weights="fp8", kv="fp8", batch=8,
+                      context=2176, engine="vllm")
+    assert trt.fits and trt.max_batch >= 8
+    assert not vllm.fits          # 0.9 x 80 GB = 72 GB cannot hold 70.6 GB + activations + KV
+    assert trt.capacity_bytes < 80 * GB
