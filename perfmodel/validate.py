@@ -52,10 +52,19 @@ def default_profiles() -> list[Path]:
     return sorted(PROFILE_DIR.glob("*.yaml"))
 
 
-def load_rows(paths: list[str | Path]) -> list[Measurement]:
+def load_rows(paths: list[str | Path], *, skip_bad: bool = False,
+              skipped: list[str] | None = None) -> list[Measurement]:
+    """Rows of every table (.csv) or raw result (.json). With skip_bad (auto-discovered
+    files) a file that is not a measurement is noted in `skipped` instead of failing."""
     rows: list[Measurement] = []
     for p in paths:
-        rows += read_raw(p) if str(p).lower().endswith(".json") else read_table(p)
+        try:
+            rows += read_raw(p) if str(p).lower().endswith(".json") else read_table(p)
+        except PerfModelError as exc:
+            if not skip_bad:
+                raise
+            if skipped is not None:
+                skipped.append(f"{_rel(p)} (skipped: {exc})")
     return rows
 
 
@@ -86,9 +95,18 @@ def _by_metric(rows: list[RowResult], calibrated: bool = False) -> dict[str, Met
     return out
 
 
+def _points(prof: Profile) -> float:
+    try:
+        return float(prof.meta.get("points") or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
 def _profiles(paths: list[str | Path] | None) -> dict[str, tuple[str, Profile]]:
-    """gpu id -> (name, profile); the first profile for a GPU wins."""
+    """gpu id -> (name, profile). Given paths: the first profile for a GPU wins. Found in
+    calibrate/profiles/: the one fitted on the most points (meta.points) wins."""
     out: dict[str, tuple[str, Profile]] = {}
+    loaded: list[tuple[str, Profile]] = []
     for p in (default_profiles() if paths is None else paths):
         try:
             prof = load_profile(p)
@@ -96,8 +114,12 @@ def _profiles(paths: list[str | Path] | None) -> dict[str, tuple[str, Profile]]:
             raise
         except ValueError as exc:   # e.g. a NUL byte in the path
             raise SpecFileError(f"{p!r}: cannot read profile ({exc})") from None
+        loaded.append((Path(p).name, prof))
+    if paths is None:
+        loaded.sort(key=lambda np_: (-_points(np_[1]), np_[0]))
+    for name, prof in loaded:
         if prof.gpu and prof.gpu not in out:
-            out[prof.gpu] = (Path(p).name, prof)
+            out[prof.gpu] = (name, prof)
     return out
 
 
@@ -115,7 +137,8 @@ def validate(data: list[str | Path] | None = None,
              profiles: list[str | Path] | None = None) -> ValidationReport:
     """Map, predict and score every row (see module docstring)."""
     paths = default_data() if data is None else list(data)
-    rows = load_rows(paths)
+    bad_files: list[str] = []
+    rows = load_rows(paths, skip_bad=data is None, skipped=bad_files)
     profs = _profiles(profiles)
     targets, unmapped = map_rows(rows)
     preds: list[tuple[Target, object, object]] = []
@@ -159,7 +182,9 @@ def validate(data: list[str | Path] | None = None,
         worst={src: [r.label for r in sorted((r for r in scored if _src(r) == src),
                                              key=lambda r: -abs(r.log_ratio))[:WORST_N]]
                for src in ("public", "own") if any(_src(r) == src for r in scored)},
-        rows=results, unmapped=skipped, data=[_rel(p) for p in paths],
+        rows=results, unmapped=skipped,
+        data=[_rel(p) for p in paths if not any(b.startswith(_rel(p) + " ") for b in bad_files)]
+        + bad_files,
         profiles=[name for name, _ in profs.values()], interval_level=iv.LEVEL)
 
 

@@ -290,6 +290,29 @@ def test_own_raw_results_convert_to_table_rows():
     assert engine_id(pre["framework"])[0] == "torch-compile"
 
 
+def test_tensor_parallel_decode_records_convert_at_their_gpu_count():
+    raw = {"schema_version": 1, "world_size": 2, "env": {"gpu_names": ["NVIDIA H200"] * 2},
+           "decode_tp": {"model": RAW["e2e"]["model"], "records": [
+               {"mode": "graph", "tp": 2, "batch": 8, "context": 512, "seconds": 0.006},
+               {"mode": "graph_nocomm", "tp": 2, "batch": 8, "context": 512, "seconds": 0.005}]}}
+    rows = convert_raw(raw, "x")
+    assert len(rows) == 1                        # a step without its all-reduces is no real run
+    r = rows[0]
+    assert (r["num_gpus"], r["tensor_parallel"], float(r["value"])) == ("2", "2", 6.0)
+    assert gpu_id(r["gpu"])[0] == "h200-sxm"
+
+
+def test_auto_discovered_files_that_are_not_measurements_are_skipped_and_named(monkeypatch, tmp_path):
+    import perfmodel.validate as v
+    bad = tmp_path / "raw-other.json"
+    bad.write_text("{}")
+    monkeypatch.setattr(v, "default_data", lambda: [DEFAULT_TABLE, bad])
+    rep = v.validate(profiles=[])
+    assert any("raw-other.json (skipped" in d for d in rep.data)
+    with pytest.raises(PerfModelError):
+        v.validate(data=[bad], profiles=[])       # named explicitly: an error
+
+
 def test_own_rows_are_validated_with_and_without_their_profile(tmp_path):
     raw = tmp_path / "raw-h200-test.json"
     raw.write_text(json.dumps(RAW))

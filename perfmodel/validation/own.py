@@ -1,4 +1,5 @@
-"""The project's own measurements: calibrate/bench.py raw JSON -> measurement-table rows.
+"""The project's own measurements: calibrate/bench.py (and bench_nccl.py) raw JSON ->
+measurement-table rows.
 
 Only the e2e section is converted (the microbenchmarks calibrate efficiencies; they are not
 request metrics). The raw schema is documented in calibrate/bench.py's docstring:
@@ -9,6 +10,8 @@ request metrics). The raw schema is documented in calibrate/bench.py's docstring
 - prefill records: `batch` prompts of `prompt` tokens -> prefill_tok_s;
 - hf_generate decode: seconds per generated token over `generated_tokens` after a prompt of
   `context` tokens -> tpot_ms; hf_generate prefill: generate() of one token -> ttft_ms.
+bench_nccl.py's tensor-parallel decode records (graph and eager) become tpot_ms rows at
+num_gpus = tensor_parallel = tp.
 The model is the catalog id the shape's name refers to ("llama-3.1-8b-shape" ->
 llama-3.1-8b) only when every shape field agrees with that catalog entry; otherwise the raw
 name is kept and validate lists the rows as unmapped.
@@ -85,10 +88,42 @@ def _row(env: dict, source: str, rec: dict, shape: dict,
             "metric": "prefill_tok_s", "value": f"{tokens / seconds:.6g}"}
 
 
+def _tp_rows(data: dict, source: str) -> list[dict[str, str]]:
+    """decode_tp / decode_1gpu of calibrate/bench_nccl.py: one decode step at `tp` GPUs ->
+    tpot_ms (graph_nocomm, a step with its all-reduces removed, is not a real run)."""
+    env = data.get("env") or {}
+    gpu = str((env.get("gpu_names") or ["unknown"])[0])
+    rows = []
+    for section in ("decode_tp", "decode_1gpu"):
+        part = data.get(section) or {}
+        for rec in part.get("records") or []:
+            try:
+                mode, tp = rec["mode"], int(rec["tp"])
+                if mode not in ("graph", "eager"):
+                    continue
+                rows.append({
+                    "source_url_or_repo_path": source, "source_kind": OWN_KIND, "gpu": gpu,
+                    "num_gpus": str(tp), "tensor_parallel": str(tp),
+                    "model": catalog_name(part.get("model") or {}), "params_b": "",
+                    "weight_precision": "bf16", "kv_precision": "bf16",
+                    "framework": FRAMEWORKS[mode].replace("bench.py", "bench_nccl.py"),
+                    "batch_or_concurrency": f"batch {int(rec['batch'])}",
+                    "input_len": str(int(rec["context"])), "output_len": "1",
+                    "metric": "tpot_ms", "value": f"{float(rec['seconds']) / MS:.6g}",
+                    "notes": (f"calibrate/bench_nccl.py {section} {mode} tp={tp}; random "
+                              f"weights; torch {env.get('torch_version')}, nccl "
+                              f"{env.get('nccl_version')}, {env.get('date_utc')}")})
+            except (KeyError, TypeError, ValueError):
+                continue   # a malformed record is not a measurement
+    return rows
+
+
 def convert_raw(data: dict, source: str = "") -> list[dict[str, str]]:
-    """Table rows (CSV-like dicts) from one raw bench.py result."""
+    """Table rows (CSV-like dicts) from one raw bench.py or bench_nccl.py result."""
     if not isinstance(data, dict) or "schema_version" not in data:
         raise SpecFileError(f"{source or 'raw data'}: not a calibrate/bench.py result")
+    if "decode_tp" in data or "decode_1gpu" in data:
+        return _tp_rows(data, source)
     env = data.get("env") or {}
     e2e = data.get("e2e") or {}
     shape = e2e.get("model") or {}
