@@ -105,6 +105,13 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
         elif prof.efficiency is not None:
             warnings.append(f"profile was fitted on {prof.gpu}, not {hw.id}: datasheet "
                             "efficiencies used for this GPU (engine parameters still applied)")
+        if prof.link_latency_s is not None and hw.intra_node_link is not None:
+            if prof.gpu in (None, hw.id):
+                link = hw.intra_node_link.model_copy(update={"latency_s": prof.link_latency_s})
+                hw = hw.model_copy(update={"intra_node_link": link})
+            else:
+                warnings.append(f"profile's link latency was fitted on {prof.gpu}, not {hw.id}: "
+                                "hardware_db latency used")
     dep = Deployment(tp=tp, pp=pp, ep=ep)
     return Scenario(m, hw, prec, eng, eff, dep, attention), warnings, assumptions
 

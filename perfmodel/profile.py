@@ -6,6 +6,7 @@ File format (YAML):
     gpu: h200-sxm                  # hardware_db id the efficiencies were fitted on
     efficiency: {mem_bw: 0.86, gemm_max: 0.79, ...}    # a full Efficiency
     engines: {torch-eager: {launch_s: 6.1e-6, cpu_overhead_per_step_s: 2.0e-4}}
+    link_latency_s: 5.1e-6         # optional, fitted by calibrate/fit_link.py (bench_nccl.py)
     meta: {card: ..., driver: ..., torch: ..., date: ..., points: 120, fit_error: {...}}
 """
 
@@ -32,6 +33,11 @@ class Profile(Spec):
     efficiency: Efficiency | None = Field(default=None, description="Fitted efficiencies.")
     engines: dict[str, dict[str, Any]] = Field(default_factory=dict,
                                                description="engine id -> parameter overrides.")
+    link_latency_s: float | None = Field(
+        default=None, ge=0, le=1.0, allow_inf_nan=False,
+        description="Fitted fixed time per ring step of an intra-node collective (parallel.py's "
+                    "latency term); replaces hardware_db's intra_node_link.latency_s on the card "
+                    "named by gpu. None: keep the hardware_db value.")
     meta: dict[str, Any] = Field(default_factory=dict, description="Card, driver, torch, date, fit error.")
 
 
