@@ -360,6 +360,58 @@ def test_fuzz_explain_and_solve(a, claim, metric):
     assert res.value is None or 0 < res.value <= 1
 
 
+@settings(max_examples=40)
+@given(text=st.one_of(st.text(max_size=12), st.floats(allow_nan=True, allow_infinity=True),
+                      st.integers(-10, 10**9)))
+def test_fuzz_parse_claim(text):
+    try:
+        f = parse_claim(text)
+    except PerfModelError:
+        return
+    assert math.isfinite(f) and f >= 1
+
+
+@settings(max_examples=30)
+@given(body=st.one_of(st.text(max_size=80),
+                      st.dictionaries(st.sampled_from(["model", "gpu", "batch", "weights", "kv",
+                                                       "speculative", "routing", "zzz"]),
+                                      st.one_of(st.text(max_size=8), st.integers(-3, 10),
+                                                st.none(), st.booleans()), max_size=5)))
+def test_fuzz_load_scenario(tmp_path_factory, body):
+    p = tmp_path_factory.mktemp("sc") / ("s.json" if isinstance(body, dict) else "s.yaml")
+    p.write_text(json.dumps(body) if isinstance(body, dict) else body)
+    try:
+        sc = load_scenario(p)
+    except PerfModelError as exc:
+        assert str(exc).startswith(str(p))
+        return
+    assert isinstance(sc, Scenario)
+
+
+@settings(max_examples=10)
+@given(a=scenarios, claim=st.floats(0.5, 30), metric=st.sampled_from(METRICS),
+       what=st.sampled_from(["acceptance", "batch", "weight_bits", "mem_bw_utilization"]))
+def test_fuzz_check_pair(a, claim, metric, what):
+    sa = _scenario(a)
+    if sa is None:
+        return
+    try:
+        imp = revise(sa, name="fp8", weights="fp8")
+        res = check_pair(claim, metric, sa, imp, solve_for=(what,))
+    except PerfModelError:
+        return
+    assert res.verdict.split(":")[0] in ("supported", "not supported")
+    (inv,) = res.inverse
+    assert inv.value is None or math.isfinite(inv.value)
+
+
+@pytest.mark.parametrize("preset", ["", "gpt6", "GPT6-50-PERCENT ", "../x"])
+def test_unknown_presets_are_clean_errors(preset):
+    from perfmodel.claims import run_preset
+    with pytest.raises(PerfModelError):
+        run_preset(preset)
+
+
 # --------------------------------------------------------------------------- CLI
 
 

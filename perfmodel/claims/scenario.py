@@ -139,7 +139,8 @@ class Scenario(Spec):
     batch: int | None = Field(default=None, ge=1, description="Sequences decoded together.")
     concurrency: int | None = Field(default=None, ge=1,
                                     description="Requests in flight under the engine's batching.")
-    requests: int | None = Field(default=None, ge=1, description="Requests in the test run.")
+    requests: int | None = Field(default=None, ge=1, description="Requests in the test run "
+                                 "(informational: the model reports the steady state).")
     prompt_tokens: int | None = Field(default=None, ge=1, description="Input tokens per request.")
     output_tokens: int | None = Field(default=None, ge=1, description="Output tokens per request.")
     longest_prompt_tokens: int | None = Field(
