@@ -8,7 +8,7 @@ from perfmodel.claims.attribute import attribute, check_pair
 from perfmodel.claims.explain import MAX_LEVERS, explain, parse_claim
 from perfmodel.claims.inverse import ASSUMPTIONS, solve
 from perfmodel.claims.presets import list_presets, run_preset
-from perfmodel.claims.scenario import METRICS, load_scenario
+from perfmodel.claims.scenario import METRICS, fill, load_scenario
 from perfmodel.cli.common import positive_int, print_json, print_table, str_list
 from perfmodel.errors import PerfModelError
 
@@ -74,10 +74,12 @@ def run_claim(args) -> int:
     metric, notes = _metric(args, *(s for s in (base, imp) if s is not None))
     if args.solve is not None:
         res = solve(claim, metric, base, imp, assumption=args.solve, side=args.side)
+        notes = notes + fill(base)[1] + (fill(imp)[1] if imp is not None else [])
         if args.json:
             print_json({"metric": metric, "claim": claim, "inverse": res, "assumptions": notes})
         else:
             print(res.statement)
+            _notes(notes, [])
         return 0
     if imp is not None:
         att = check_pair(claim, metric, base, imp)
