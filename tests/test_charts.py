@@ -9,7 +9,8 @@ import pytest
 from perfmodel import api
 from perfmodel.hardware import load_gpu
 from perfmodel.units import GB, MS, TERA
-from perfmodel.webapp import charts, charts_spec, charts_sweep
+from perfmodel.webapp import (charts, charts_accuracy, charts_measure, charts_size, charts_spec,
+                              charts_sweep)
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +140,58 @@ def test_speedup_heatmap_is_centred_on_one():
     assert hm.type == "heatmap" and hm.zmid == 1.0
     assert np.asarray(hm.z).shape == (2, 2)
     assert "✗" in hm.text[1][1] and "✗" not in hm.text[0][1]
+
+
+def _deployment(**kw):
+    base = dict(gpu="h100-sxm", count=2, tp=2, pp=1, ep=1, precision="fp8", engine="vllm",
+                output_tok_s_total=4000.0, usd_per_mtok=0.5, usd_per_mtok_at_rate=0.8)
+    return SimpleNamespace(**{**base, **kw})
+
+
+def test_sizing_charts_divide_by_gpu_count_and_skip_unpriced():
+    rows = [_deployment(), _deployment(gpu="a10", count=4, tp=1, output_tok_s_total=1000.0,
+                                       usd_per_mtok=None, usd_per_mtok_at_rate=None)]
+    fig = charts_size.throughput_per_gpu(rows)
+    assert list(fig.data[0].x) == [2000.0, 250.0]
+    assert fig.data[0].y[0] == "h100-sxm x2 (TP2) fp8 vllm"
+    cost = charts_size.cost_per_mtok(rows)
+    assert len(cost.data) == 2 and list(cost.data[0].x) == [0.5]
+    assert "1 without a price" in cost.layout.title.text
+
+
+def test_accuracy_scatter_counts_rows_inside_their_interval():
+    R = SimpleNamespace
+    rows = [R(predicted=100.0, measured=110.0, interval_lo=80.0, interval_hi=130.0, label="a#1",
+              gpu="h100-sxm", engine="vllm", calibrated_predicted=None),
+            R(predicted=50.0, measured=90.0, interval_lo=40.0, interval_hi=65.0, label="a#2",
+              gpu="a10", engine="vllm", calibrated_predicted=85.0)]
+    fig = charts_accuracy.predicted_vs_measured(rows, "decode_tok_s_per_user", "tok/s")
+    assert "1/2 inside" in fig.layout.title.text
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    band = fig.data[0]                                      # vertical interval segments
+    assert [v for v in band.y if v == v] == [80.0, 130.0, 40.0, 65.0]
+    assert any(t.name == "calibrated prediction" for t in fig.data)
+    ident = next(t for t in fig.data if t.name == "measured = predicted")
+    assert list(ident.x) == list(ident.y)
+
+
+def test_measure_charts_pair_measured_with_predicted():
+    def level(c, tok_s, tpot, pred=True):
+        stats = SimpleNamespace(ok=4, tpot_p50_s=tpot, output_tok_s=tok_s, ttft_p50_s=0.05,
+                                ttft_p90_s=0.08)
+        p = SimpleNamespace(output_tok_s_total=tok_s * 1.1, tpot_s=tpot * 0.9, ttft_s=0.04) if pred else None
+        return SimpleNamespace(concurrency=c, stats=stats, prediction=p)
+    levels = [level(1, 100.0, 0.010), level(4, 350.0, 0.012), level(16, 900.0, 0.020, pred=False)]
+    fig = charts_measure.latency_throughput(levels)
+    assert [t.name for t in fig.data] == ["measured (p50)", "predicted"]
+    assert len(fig.data[0].x) == 3 and len(fig.data[1].x) == 2
+    assert list(fig.data[0].y) == pytest.approx([10.0, 12.0, 20.0])
+    ttft = charts_measure.ttft_vs_concurrency(levels)
+    assert list(ttft.data[0].error_y.array) == pytest.approx([30.0] * 3)   # p90 - p50 in ms
+
+
+def test_log_axis_ticks_cover_the_data():
+    ax = charts.log_axis([140, 5600])
+    assert ax["type"] == "log"
+    assert min(ax["tickvals"]) <= 140 and max(ax["tickvals"]) >= 5600
+    assert "1k" in ax["ticktext"] and "2k" in ax["ticktext"]

@@ -6,6 +6,7 @@ No Streamlit here and no model arithmetic: the functions only place perfmodel's 
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import plotly.graph_objects as go
@@ -13,7 +14,7 @@ import plotly.graph_objects as go
 from perfmodel.api import OpBreakdown
 from perfmodel.memory import MemoryEstimate
 from perfmodel.specs import HardwareSpec
-from perfmodel.units import GB, MS, TERA
+from perfmodel.units import GB, GIGA, KB, MILLION, MS, TERA
 
 BOUND_COLORS = {"memory": "#1f77b4", "compute": "#d62728", "communication": "#9467bd",
                 "overhead": "#7f7f7f"}
@@ -21,6 +22,26 @@ PART_COLORS = {"KV cache": "#ff7f0e", "activations": "#2ca02c", "runtime reserve
 LAYOUT = dict(template="plotly_white", margin=dict(l=10, r=10, t=40, b=10), height=380,
               legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
 LOG_AXIS = dict(type="log", dtick=1)   # one tick per decade, no minor labels
+
+
+def log_axis(values, **kw) -> dict:
+    """A log axis labelled at 1-2-5 steps over the values' range (readable over one decade
+    or six), with SI suffixes (2k, 50k)."""
+    vals = [float(v) for v in values if v is not None and float(v) > 0]
+    if not vals:
+        return {**LOG_AXIS, **kw}
+    lo, hi = math.floor(math.log10(min(vals))), math.ceil(math.log10(max(vals)))
+    steps = (1, 2, 5) if hi - lo <= 3 else (1,)
+    ticks = [m * 10.0 ** e for e in range(lo, hi + 1) for m in steps]
+    ticks = [t for t in ticks if min(vals) / 2.5 <= t <= max(vals) * 2.5]
+    return dict(type="log", tickvals=ticks, ticktext=[_si(t) for t in ticks], **kw)
+
+
+def _si(v: float) -> str:
+    for scale, suffix in ((GIGA, "G"), (MILLION, "M"), (KB, "k")):   # KB = 10^3
+        if v >= scale:
+            return f"{v / scale:g}{suffix}"
+    return f"{v:g}"
 LABELLED_OPS = 6    # the roofline names the slowest ops; the rest show on hover
 
 

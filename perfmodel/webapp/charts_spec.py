@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from perfmodel.webapp.charts import LAYOUT
+from perfmodel.webapp.charts import LAYOUT, log_axis
 
 SPEEDUP_SCALE = [[0.0, "#b2182b"], [0.5, "#f7f7f7"], [1.0, "#2166ac"]]   # red < 1 < blue
 
@@ -43,6 +43,6 @@ def speedup_vs_batch(batches: Sequence[int], speedup: Sequence[float], breakeven
                   annotation_text="break-even (x1)", annotation_position="bottom left")
     if breakeven is not None:
         fig.add_vline(x=breakeven, line_dash="dot", annotation_text=f"batch {breakeven}")
-    fig.update_layout(title="Speed-up vs batch", xaxis=dict(title="batch", type="log", dtick=1),
+    fig.update_layout(title="Speed-up vs batch", xaxis=log_axis(b, title="batch"),
                       yaxis=dict(title="speed-up (x)"), **LAYOUT)
     return fig

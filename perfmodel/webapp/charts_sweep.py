@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from perfmodel.memory import MemoryEstimate
 from perfmodel.units import GB, MS
-from perfmodel.webapp.charts import LAYOUT, LOG_AXIS, PART_COLORS
+from perfmodel.webapp.charts import LAYOUT, PART_COLORS, log_axis
 
 
 def latency_throughput(x, output_tok_s_total, tpot_s, fits, knee_x=None,
@@ -41,7 +41,7 @@ def latency_throughput(x, output_tok_s_total, tpot_s, fits, knee_x=None,
             marker=dict(symbol="star", size=18, color="#d62728"),
             hovertemplate=f"knee at {x_name} {int(knee_x)}<extra></extra>"))
     fig.update_layout(title=f"Latency vs throughput over {x_name}",
-                      xaxis=dict(title="aggregate output tok/s", **LOG_AXIS),
+                      xaxis=log_axis(thr, title="aggregate output tok/s"),
                       yaxis=dict(title="TPOT (ms per output token)"), **LAYOUT)
     return fig
 
@@ -66,9 +66,10 @@ def throughput_vs_context(prompt_tokens, decode_tok_s_per_user, output_tok_s_tot
         fig.add_vrect(x0=p[~fits].min(), x1=p.max(), fillcolor="#d62728", opacity=0.08, line_width=0,
                       annotation_text="does not fit", annotation_position="top left")
     fig.update_layout(title="Decode speed and TTFT vs prompt length",
-                      xaxis=dict(title="prompt length (tokens)", **LOG_AXIS),
+                      xaxis=log_axis(p, title="prompt length (tokens)"),
                       yaxis=dict(title="decode tok/s per user", rangemode="tozero"),
-                      yaxis2=dict(title="TTFT (ms, log)", overlaying="y", side="right", **LOG_AXIS),
+                      yaxis2=log_axis(np.asarray(ttft_s, dtype=float) / MS, title="TTFT (ms, log)",
+                                       overlaying="y", side="right"),
                       **LAYOUT)
     return fig
 
@@ -89,6 +90,6 @@ def memory_vs_context(contexts: Sequence[int], mems: Sequence[MemoryEstimate]) -
     fig.add_trace(go.Scatter(x=[c.min(), c.max()] if c.size else [], y=[cap, cap], mode="lines",
                              name=f"usable capacity {cap:.1f} GB",
                              line=dict(color="#d62728", dash="dash")))
-    fig.update_layout(title="Memory per GPU vs context", xaxis=dict(title="context (tokens)", **LOG_AXIS),
+    fig.update_layout(title="Memory per GPU vs context", xaxis=log_axis(c, title="context (tokens)"),
                       yaxis=dict(title="GB per GPU"), **LAYOUT)
     return fig

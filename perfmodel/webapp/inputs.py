@@ -19,7 +19,7 @@ from perfmodel.engines import ENGINES
 from perfmodel.errors import PerfModelError, pydantic_message
 from perfmodel.hardware import list_gpus
 from perfmodel.webapp import state
-from perfmodel.webapp.state import FIELDS, UIScenario
+from perfmodel.webapp.state import FIELDS, LIST_FIELDS, UIScenario
 
 WEIGHT_CHOICES = ["bf16", "fp16", "fp8", "int8", "int4", "int4-g64", "fp4", "fp32"]
 ACT_CHOICES = ["auto", "bf16", "fp16", "fp8", "int8", "fp4", "fp32"]
@@ -62,13 +62,18 @@ def _seed(scn: UIScenario, page: str) -> None:
     for name in FIELDS:
         key = f"w_{name}"
         if switched or key not in st.session_state:
-            st.session_state[key] = getattr(scn, name)
+            st.session_state[key] = _widget_value(scn, name)
+
+
+def _widget_value(scn: UIScenario, name: str):
+    value = getattr(scn, name)
+    return list(value) if name in LIST_FIELDS else value
 
 
 def _set_all(scn: UIScenario) -> None:
     st.session_state["scenario"] = scn
     for name in FIELDS:
-        st.session_state[f"w_{name}"] = getattr(scn, name)
+        st.session_state[f"w_{name}"] = _widget_value(scn, name)
 
 
 def _remember(kind: str, ref: str) -> None:
@@ -115,15 +120,30 @@ def _options(base: list[str], kind: str, value: str) -> list[str]:
     return out
 
 
-def sidebar(page: str, show_workload: bool = True) -> UIScenario:
-    """The scenario widgets in the sidebar; returns the (published) scenario."""
+def sidebar(page: str, show_scenario: bool = True) -> UIScenario:
+    """Seed the widgets, draw the scenario widgets in the sidebar (unless show_scenario is
+    False), read every widget back into the scenario and publish it; returns it."""
     scn = current()
     _seed(scn, page)
-    sb = st.sidebar
     for note in st.session_state.pop("scenario_notes", []):
-        sb.warning(note)
+        st.sidebar.warning(note)
     if err := st.session_state.pop("upload_error", None):
-        sb.error(err)
+        st.sidebar.error(err)
+    if show_scenario:
+        _scenario_widgets(st.sidebar)
+    new = _collect(scn)
+    publish(new)
+    if show_scenario:
+        with st.sidebar.expander("Scenario: link and JSON"):
+            st.caption("The address bar holds the whole scenario: copy it to share this view.")
+            st.download_button("Download scenario JSON", state.to_json(new),
+                               file_name="perfmodel-scenario.json", mime="application/json")
+            st.file_uploader("Load scenario JSON", type=["json"], key="up_scenario",
+                             on_change=_on_scenario_file)
+    return new
+
+
+def _scenario_widgets(sb) -> None:
     ss = st.session_state
     sb.subheader("Model and hardware")
     sb.selectbox("Model", _options(model_ids(), "model", ss["w_model"]), key="w_model",
@@ -143,13 +163,12 @@ def sidebar(page: str, show_workload: bool = True) -> UIScenario:
     sb.selectbox("KV cache", _options(KV_CHOICES, "", ss["w_kv"]), key="w_kv", help="KV-cache storage format.")
     sb.selectbox("Engine", _options(list(ENGINES), "", ss["w_engine"]), key="w_engine",
                  help="Engine preset (kernels, launch and CPU overheads, attention kernel, batching).")
-    if show_workload:
-        sb.subheader("Workload")
-        sb.number_input("Batch (sequences)", 1, state.MAX_BATCH, step=1, key="w_batch",
-                        help="Sequences decoded together (or concurrent requests).")
-        c1, c2 = sb.columns(2)
-        c1.number_input("Prompt (tokens)", 1, state.MAX_TOKENS, step=128, key="w_prompt")
-        c2.number_input("Output (tokens)", 1, state.MAX_TOKENS, step=32, key="w_output")
+    sb.subheader("Workload")
+    sb.number_input("Batch (sequences)", 1, state.MAX_BATCH, step=1, key="w_batch",
+                    help="Sequences decoded together (or concurrent requests).")
+    c1, c2 = sb.columns(2)
+    c1.number_input("Prompt (tokens)", 1, state.MAX_TOKENS, step=128, key="w_prompt")
+    c2.number_input("Output (tokens)", 1, state.MAX_TOKENS, step=32, key="w_output")
     profiles = [""] + state.list_profiles()
     sb.selectbox("Calibration profile", _options(profiles, "profile", ss["w_profile"]), key="w_profile",
                  format_func=lambda r: "none (datasheet defaults)" if not r else state.label(r),
@@ -159,19 +178,12 @@ def sidebar(page: str, show_workload: bool = True) -> UIScenario:
                          key="up_model", on_change=_on_file, args=("model",))
         st.file_uploader("GPU YAML (hardware_db format)", type=["yaml", "yml"], key="up_gpu",
                          on_change=_on_file, args=("gpu",))
-    new = _collect(scn)
-    publish(new)
-    with sb.expander("Scenario: link and JSON"):
-        st.caption("The address bar holds the whole scenario: copy it to share this view.")
-        st.download_button("Download scenario JSON", state.to_json(new),
-                           file_name="perfmodel-scenario.json", mime="application/json")
-        st.file_uploader("Load scenario JSON", type=["json"], key="up_scenario",
-                         on_change=_on_scenario_file)
-    return new
 
 
 def _collect(old: UIScenario) -> UIScenario:
     values = {name: st.session_state.get(f"w_{name}", getattr(old, name)) for name in FIELDS}
+    for name in LIST_FIELDS:
+        values[name] = tuple(values[name])
     try:
         return UIScenario(**values)
     except ValidationError as exc:
@@ -179,12 +191,9 @@ def _collect(old: UIScenario) -> UIScenario:
         return old
 
 
-def keep_url() -> UIScenario:
-    """For pages without scenario widgets: keep the scenario in the URL."""
-    scn = current()
-    st.session_state["_page"] = None
-    publish(scn)
-    return scn
+def keep_url(page: str) -> UIScenario:
+    """For pages without the scenario widgets: their own inputs still go to the URL."""
+    return sidebar(page, show_scenario=False)
 
 
 def set_field(name: str, value) -> None:

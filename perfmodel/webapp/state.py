@@ -69,6 +69,23 @@ class UIScenario(BaseModel):
     spec_gamma: int = Field(default=4, ge=1, le=64, description="Speculative: draft tokens per step.")
     spec_alpha: float = Field(default=0.7, ge=0.0, le=0.99, description="Speculative: acceptance.")
     spec_target: float = Field(default=2.0, gt=0.0, le=100.0, description="Speculative: target speed-up.")
+    sweep_over: Literal["batch", "concurrency"] = Field(default="batch", description="Sweep: x axis.")
+    size_rate: float = Field(default=10.0, ge=0.0, le=1e6, description="Sizing: requests per second.")
+    size_ttft_ms: float = Field(default=1000.0, gt=0.0, le=1e7, description="Sizing: TTFT target.")
+    size_tpot_ms: float = Field(default=50.0, gt=0.0, le=1e6, description="Sizing: TPOT target.")
+    size_gpus: tuple[str, ...] = Field(default=(), max_length=200, description="Sizing: GPUs (empty: all).")
+    size_precisions: tuple[str, ...] = Field(default=("bf16", "fp8", "int4"), max_length=20,
+                                             description="Sizing: weight[/KV] precisions.")
+    size_engines: tuple[str, ...] = Field(default=("vllm",), max_length=20, description="Sizing: engines.")
+    size_max_gpus: int = Field(default=8, ge=1, le=256, description="Sizing: most GPUs per deployment.")
+    acc_metric: str = Field(default="decode_tok_s_per_user", pattern=_ID, description="Accuracy: metric.")
+    measure_url: str = Field(default="http://127.0.0.1:8000/v1", pattern=_ID, description="Measure: base URL.")
+    measure_model: str = Field(default="", pattern=_ID, description="Measure: model id the server lists.")
+    measure_levels: str = Field(default="1,2,4,8", pattern=_ID,
+                                description="Measure: concurrency levels.")
+    measure_requests: int = Field(default=16, ge=1, le=1000, description="Measure: requests per level.")
+    measure_prompt: int = Field(default=256, ge=1, le=131_072, description="Measure: prompt tokens.")
+    measure_output: int = Field(default=64, ge=1, le=32_768, description="Measure: max output tokens.")
 
     def key(self) -> str:
         """Canonical JSON: the plain, hashable id the cached wrappers take."""
@@ -81,14 +98,22 @@ class UIScenario(BaseModel):
 
 DEFAULT = UIScenario()
 FIELDS = tuple(UIScenario.model_fields)
+PAGE_FIELDS = FIELDS[FIELDS.index("metric") + 1:]
+LIST_FIELDS = tuple(n for n, f in UIScenario.model_fields.items() if isinstance(f.default, tuple))
 
 
 # --------------------------------------------------------------------------- URL
 
 
 def to_query(scn: UIScenario) -> dict[str, str]:
-    """Every field as a string (defaults included, so a link survives a change of defaults)."""
-    return {k: str(v) for k, v in scn.model_dump().items()}
+    """The scenario as strings: every core field (so a link survives a change of defaults)
+    and the page inputs that differ from their defaults (so links stay short)."""
+    out = {}
+    for k, v in scn.model_dump().items():
+        if k in PAGE_FIELDS and v == getattr(DEFAULT, k):
+            continue
+        out[k] = ",".join(v) if k in LIST_FIELDS else str(v)
+    return out
 
 
 def from_query(params: Mapping[str, object]) -> tuple[UIScenario, list[str]]:
@@ -103,12 +128,13 @@ def from_query(params: Mapping[str, object]) -> tuple[UIScenario, list[str]]:
         if isinstance(raw, (list, tuple)):
             raw = raw[-1] if raw else ""
         text = str(raw)
+        value = tuple(x for x in text.split(",") if x) if name in LIST_FIELDS else text
         try:
-            UIScenario(**{name: text})
+            UIScenario(**{name: value})
         except ValidationError as exc:
             notes.append(f"URL parameter {name}={text[:40]!r} ignored ({_short(exc)})")
             continue
-        values[name] = text
+        values[name] = value
     return UIScenario(**values), notes
 
 

@@ -59,7 +59,7 @@ def efficiency_table() -> dict[str, list]:
 
 
 def render() -> None:
-    inputs.keep_url()
+    inputs.keep_url("definitions")
     st.title("Definitions")
     st.subheader("Metrics")
     st.table({"metric": [v[0] for v in DEFINITIONS.values()],

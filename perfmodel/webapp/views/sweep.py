@@ -1,4 +1,4 @@
-"""Sweep: latency vs throughput over batch (the knee), decode tok/s vs prompt length,
+"""Sweep: latency vs throughput over batch or serving concurrency (the knee), decode tok/s vs prompt length,
 memory per GPU vs context with the usable capacity."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from perfmodel.units import GB, MS, fmt_bytes
-from perfmodel.webapp import charts_sweep, data, inputs
+from perfmodel.webapp import charts_sweep, data, data_pages, inputs
 from perfmodel.webapp.texts import num
 
 BATCH_LIMITS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
@@ -23,6 +23,52 @@ def powers_of_two(lo: int, hi: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def batch_section(key: str, grid: tuple[int, ...]) -> None:
+    curve = inputs.call(data.batch_curve, key, grid)
+    if curve is None:
+        return
+    knee = curve.knee.concurrency if curve.knee else None
+    st.plotly_chart(charts_sweep.latency_throughput(curve.x, curve.output_tok_s_total, curve.tpot_s,
+                                                    curve.fits, knee), width="stretch")
+    if curve.knee is not None:
+        st.caption(f"Knee: {'batch ' + str(knee) if knee else 'not reached'} — {curve.knee.reason} "
+                   "(the rule perfmodel.endpoint applies to measured curves).")
+    if not curve.fits.all():
+        st.warning(f"Batches above {int(curve.x[curve.fits].max()) if curve.fits.any() else 0} "
+                   "do not fit in memory at this prompt + output length (grey points).")
+    table(curve.x, "batch", curve.ttft_s, curve.tpot_s, curve.decode_tok_s_per_user,
+          curve.output_tok_s_total, curve.fits)
+
+
+def concurrency_section(key: str, grid: tuple[int, ...]) -> None:
+    res = inputs.call(data_pages.serve, key, grid)
+    if res is None:
+        return
+    curve, knee = res
+    for w in curve.warnings:
+        st.warning(w)
+    pts = curve.points
+    x = [p.concurrency for p in pts]
+    st.plotly_chart(charts_sweep.latency_throughput(
+        x, [p.output_tok_s_total for p in pts], [p.tpot_s for p in pts], [p.fits for p in pts],
+        knee.concurrency, x_name="concurrency"), width="stretch")
+    st.caption(f"Knee: concurrency {knee.concurrency} ({knee.reason}). {knee.rule}. "
+               f"{curve.batching} batching{', prefill mixed into decode steps' if curve.mixed_prefill else ''}; "
+               f"the replica holds at most {curve.max_concurrency} requests (limited by {curve.limited_by}).")
+    table(x, "concurrency", [p.ttft_s for p in pts], [p.tpot_s for p in pts],
+          [p.decode_tok_s_per_user for p in pts], [p.output_tok_s_total for p in pts],
+          [p.fits for p in pts])
+
+
+def table(x, name, ttft, tpot, per_user, total, fits) -> None:
+    st.dataframe({name: [int(v) for v in x],
+                  "TTFT (ms)": [num(v / MS) for v in ttft],
+                  "TPOT (ms)": [num(v / MS) for v in tpot],
+                  "per user (tok/s)": [num(v) for v in per_user],
+                  "aggregate (tok/s)": [num(v) for v in total],
+                  "fits": [bool(f) for f in fits]}, hide_index=True)
+
+
 def render() -> None:
     scn = inputs.sidebar("sweep")
     st.title("Sweep")
@@ -30,26 +76,18 @@ def render() -> None:
     if inputs.call(data.predict, scn.key()) is None:
         return
     key = scn.key()
-    top = st.select_slider("Largest batch", sorted(set(BATCH_LIMITS) | {scn.sweep_max_batch}),
+    c1, c2 = st.columns([1, 3])
+    c1.radio("Sweep over", ["batch", "concurrency"], key="w_sweep_over", horizontal=True,
+             help="batch: B sequences decoded together (perfmodel.predict). concurrency: C requests "
+                  "in flight on a serving engine, prefill interleaved (perfmodel.serving).")
+    top = c2.select_slider(f"Largest {scn.sweep_over}", sorted(set(BATCH_LIMITS) | {scn.sweep_max_batch}),
                            key="w_sweep_max_batch",
-                           help="Batches 1, 2, 4, ... up to this value (sequences decoded together).")
-    curve = inputs.call(data.batch_curve, key, powers_of_two(1, top))
-    if curve is not None:
-        knee = curve.knee.concurrency if curve.knee else None
-        st.plotly_chart(charts_sweep.latency_throughput(curve.x, curve.output_tok_s_total, curve.tpot_s,
-                                                        curve.fits, knee), width="stretch")
-        if curve.knee is not None:
-            st.caption(f"Knee: {'batch ' + str(knee) if knee else 'not reached'} — {curve.knee.reason} "
-                       "(the rule perfmodel.endpoint applies to measured curves).")
-        if not curve.fits.all():
-            st.warning(f"Batches above {int(curve.x[curve.fits].max()) if curve.fits.any() else 0} "
-                       "do not fit in memory at this prompt + output length (grey points).")
-        st.dataframe({"batch": curve.x.astype(int),
-                      "TTFT (ms)": [num(v / MS) for v in curve.ttft_s],
-                      "TPOT (ms)": [num(v / MS) for v in curve.tpot_s],
-                      "per user (tok/s)": [num(v) for v in curve.decode_tok_s_per_user],
-                      "aggregate (tok/s)": [num(v) for v in curve.output_tok_s_total],
-                      "fits": curve.fits}, hide_index=True)
+                           help="Points at 1, 2, 4, ... up to this value.")
+    grid = powers_of_two(1, top)
+    if scn.sweep_over == "batch":
+        batch_section(key, grid)
+    else:
+        concurrency_section(key, grid)
 
     spec = inputs.call(data.model_spec, key)
     if spec is None:

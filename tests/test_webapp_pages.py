@@ -1,0 +1,185 @@
+"""The pages beyond the Calculator through AppTest: each runs without an exception, shows
+its key numbers, and they change when an input changes. The Measure page load-tests a tiny
+fake OpenAI-compatible server on 127.0.0.1 (streamed tokens at a fixed pace)."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from perfmodel.engines import ENGINES
+from perfmodel.webapp.texts import DEFINITIONS
+
+from test_webapp import clean, metrics, number, run, uploads  # noqa: F401 - fixture
+
+
+
+def test_sweep_page_rows_follow_the_largest_batch():
+    at = run("sweep")
+    clean(at)
+    rows = lambda: len(at.dataframe[0].value)
+    assert rows() == 9                                  # 1, 2, ..., 256
+    assert len(at.get("plotly_chart")) == 3
+    at.select_slider(key="w_sweep_max_batch").set_value(32).run()
+    clean(at)
+    assert rows() == 6
+    df = at.dataframe[0].value
+    assert list(df["batch"]) == [1, 2, 4, 8, 16, 32]
+
+
+def test_speculative_page_follows_acceptance():
+    pytest.importorskip("perfmodel.speculative")
+    at = run("speculative")
+    clean(at)
+    s0 = number(metrics(at)["Speed-up"])
+    at.slider(key="w_spec_alpha").set_value(0.9).run()
+    clean(at)
+    assert number(metrics(at)["Speed-up"]) > s0         # more accepted tokens, more speed-up
+    assert len(at.get("plotly_chart")) == 2
+
+
+def test_definitions_page_lists_metrics_and_every_engine():
+    at = run("definitions")
+    clean(at)
+    table = at.table[0].value
+    assert set(table["metric"]) == {label for label, _, _ in DEFINITIONS.values()}
+    ttft = table[table["metric"] == "TTFT"]["definition"].iloc[0]
+    assert "arrival to the first output token" in ttft
+    engines = at.dataframe[0].value
+    assert set(engines["engine"]) == set(ENGINES)
+    body = " ".join(str(m.value) for m in at.markdown)
+    assert all(f"**{b}**" in body for b in ("memory", "compute", "communication", "overhead"))
+
+
+
+
+def test_sweep_over_concurrency_uses_the_serving_model():
+    pytest.importorskip("perfmodel.serving")
+    at = run("sweep", sweep_over="concurrency", sweep_max_batch=64)
+    clean(at)
+    df = at.dataframe[0].value
+    assert list(df["concurrency"]) == [1, 2, 4, 8, 16, 32, 64]
+    assert any("Knee: concurrency" in c.value for c in at.caption)
+    per_user = [float(v.replace(",", "")) for v in df["per user (tok/s)"]]
+    assert per_user[0] > per_user[-1]                    # more users share the GPU
+
+
+def test_compare_page_ranks_deployments_and_follows_the_rate():
+    pytest.importorskip("perfmodel.sizing")
+    q = dict(size_gpus="h100-sxm,a100-sxm-80gb,l40s", size_precisions="bf16,fp8")
+    at = run("compare", size_rate=2, **q)
+    clean(at)
+    assert len(at.get("plotly_chart")) == 2
+    cap0 = at.dataframe[0].value["GPUs"].sum()
+    assert set(metrics(at)) >= {"Cheapest", "Cost", "$ per Mtok", "Binding constraint"}
+    at = run("compare", size_rate=200, **q)
+    clean(at)
+    assert at.dataframe[0].value["GPUs"].sum() > cap0   # 100x the rate needs more GPUs
+
+
+def test_compare_page_says_when_nothing_fits():
+    pytest.importorskip("perfmodel.sizing")
+    at = run("compare", model="llama-3.1-405b", size_gpus="t4", size_precisions="bf16",
+             size_max_gpus=2)
+    clean(at)
+    assert at.error and "\n" not in at.error[0].value
+
+
+def test_accuracy_page_shows_errors_and_the_scatter():
+    pytest.importorskip("perfmodel.validate")
+    at = run("accuracy")
+    clean(at)
+    m = metrics(at)
+    assert any(k.startswith("decode_tok_s_per_user") and v.endswith("%") for k, v in m.items())
+    assert len(at.get("plotly_chart")) == 1
+    title = lambda: json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    assert title().startswith("decode_tok_s_per_user")
+    at.selectbox(key="w_acc_metric").set_value("ttft_ms").run()
+    clean(at)
+    assert title().startswith("ttft_ms")
+
+
+# --------------------------------------------------------------------------- measure
+
+
+class FakeOpenAI(BaseHTTPRequestHandler):
+    """/v1/models lists 'tiny'; /v1/completions streams max_tokens tokens, 2 ms apart."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        body = json.dumps({"object": "list", "data": [{"id": "tiny", "owned_by": "vllm"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        n = int(req.get("max_tokens", 8))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        time.sleep(0.01)
+        for i in range(n):
+            time.sleep(0.002)
+            chunk = {"choices": [{"text": " a", "finish_reason": "length" if i == n - 1 else None}]}
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.flush()
+        usage = {"choices": [], "usage": {"prompt_tokens": len(req.get("prompt", "").split()),
+                                          "completion_tokens": n}}
+        self.wfile.write(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
+        self.close_connection = True
+
+
+class QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass
+
+
+@pytest.fixture(scope="module")
+def fake_server():
+    httpd = QuietServer(("127.0.0.1", 0), FakeOpenAI)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_measure_page_runs_a_sweep_and_follows_the_scenario(fake_server):
+    pytest.importorskip("perfmodel.endpoint")
+    at = run("measure", measure_url=fake_server, measure_model="tiny", measure_levels="1,2,4",
+             measure_requests=6, measure_output=16)
+    clean(at)
+    assert at.info and not at.metric                        # nothing measured yet
+    at.button[0].click().run()                              # the form's Run button
+    clean(at)
+    m = metrics(at)
+    assert m["Peak measured"].endswith("tok/s") and number(m["Peak measured"]) > 0
+    assert len(at.dataframe[0].value) == 3 and len(at.get("plotly_chart")) == 2
+    pred_h100 = number(m["Predicted there"])
+    at.sidebar.selectbox(key="w_gpu").set_value("a10").run()   # 0.6 vs 3.35 TB/s
+    clean(at)
+    assert number(metrics(at)["Predicted there"]) < pred_h100
+    assert metrics(at)["Peak measured"] == m["Peak measured"]   # the measurement is kept
+
+
+def test_measure_page_bad_inputs_are_one_line(fake_server):
+    pytest.importorskip("perfmodel.endpoint")
+    for query, words in ((dict(measure_model=""), "served model id"),
+                         (dict(measure_model="tiny", measure_levels="1,,x"), "levels"),
+                         (dict(measure_model="nope"), "nope"),
+                         (dict(measure_model="tiny", measure_url="ftp://x"), "http")):
+        at = run("measure", **{"measure_url": fake_server, **query})
+        at.button[0].click().run()
+        clean(at)
+        assert at.error and words in at.error[0].value, (query, [e.value for e in at.error])
