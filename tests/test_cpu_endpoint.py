@@ -1,0 +1,174 @@
+"""A real llama.cpp server decoding a ~0.3 GB random f16 Llama on this CPU, against the model.
+
+The CPU is the hardware: its streaming-read bandwidth is measured by calibrate/bench.py
+(`--device cpu --sections env,bandwidth`, DRAM-sized buffers of 0.27-2.1 GB: the --quick
+buffers of 4 and 17 MB sit in the last-level cache and would measure the cache) and its fp32
+matmul rate by torch, both on one thread, as the server runs with one thread. perfmodel then
+predicts TPOT for engine llama-cpp with those numbers as the "datasheet" and efficiency 1 for
+streaming; the test asserts measured/predicted within a broad physical band and prints it.
+One decode step reads every weight once (~0.32 GB) so it is bound by DRAM bandwidth, not by
+the few hundred MFLOP it computes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("llama_cpp")
+pytest.importorskip("gguf")
+torch = pytest.importorskip("torch")
+
+sys.path.insert(0, str(Path(__file__).parent))
+from gguf_tiny import random_llama_bytes, vocabulary, write_random_llama  # noqa: E402
+
+from perfmodel.api import predict_request  # noqa: E402
+from perfmodel.efficiency import default_efficiency  # noqa: E402
+from perfmodel.endpoint import EndpointConfig, run_benchmark  # noqa: E402
+from perfmodel.profile import Profile  # noqa: E402
+from perfmodel.specs import HardwareSpec, ModelSpec  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPE = dict(d_model=2048, layers=8, heads=16, kv_heads=4, ffn=1536)
+OUTPUT_TOKENS = 32
+MIN_BUFFER = 64e6          # bandwidth records at least this large are past any CPU cache here
+BAND = (1 / 3, 3.0)        # measured / predicted: a physical band, not a tuned tolerance
+
+
+def cpu_vendor() -> str | None:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    return "amd" if "AuthenticAMD" in text else "intel" if "GenuineIntel" in text else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_and_measure(model_path: Path, tmp: Path) -> float:
+    """Start llama_cpp.server (1 thread), warm it up, bench-endpoint at concurrency 1: TPOT p50."""
+    port = free_port()
+    log = (tmp / "server.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
+         "--port", str(port), "--model_alias", "random", "--n_ctx", "1024", "--n_threads", "1",
+         "--n_threads_batch", "1", "--interrupt_requests", "False"],
+        stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"llama_cpp.server exited: {(tmp / 'server.log').read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{url}/models", timeout=2, trust_env=False).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("llama_cpp.server did not answer /v1/models in time")
+            time.sleep(0.3)
+        # one request first, so page-faulting the weights in is not timed
+        httpx.post(f"{url}/completions", json={"model": "random", "prompt": "warm up",
+                                               "max_tokens": 4}, timeout=60, trust_env=False)
+        run = run_benchmark(EndpointConfig(url=url, model="random", concurrency=(1,), requests=4,
+                                           prompt_tokens=16, max_tokens=OUTPUT_TOKENS,
+                                           request_timeout_s=60, max_seconds=120))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+    stats = run.levels[0].stats
+    assert stats.ok == 4 and stats.output_tokens_total == 4 * OUTPUT_TOKENS
+    return stats.tpot_p50_s
+
+
+def measure_cpu(tmp: Path) -> tuple[float, dict]:
+    """bench.py's DRAM read bandwidth (median over buffers >= MIN_BUFFER), one thread."""
+    out = tmp / "raw-cpu.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, str(ROOT / "calibrate" / "bench.py"), "--device", "cpu",
+                           "--sections", "env,bandwidth", "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    raw = json.loads(out.read_text())
+    reads = [r["bytes_per_s"] for r in raw["bandwidth"]["records"]
+             if r["kind"] == "read" and r["buffer_bytes"] >= MIN_BUFFER]
+    assert reads, raw["bandwidth"]
+    return statistics.median(reads), raw["env"]
+
+
+def fp32_matmul_flops() -> float:
+    """Best of 3 single-thread 1024^3 fp32 matmuls (2*n^3 FLOP each)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+        a @ b
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return 2 * 1024**3 / best
+
+
+def test_cpu_decode_matches_the_bandwidth_bound(tmp_path):
+    vendor = cpu_vendor()
+    if vendor is None:
+        pytest.skip("CPU vendor is neither AMD nor Intel: no specs.Vendor fits")
+    model_path = write_random_llama(tmp_path / "random-f16.gguf", dtype="f16", **SHAPE)
+    weight_bytes = random_llama_bytes(dtype="f16", **SHAPE)
+    assert 0.25e9 < model_path.stat().st_size < 0.4e9
+    measured_tpot = serve_and_measure(model_path, tmp_path)
+    bw, env = measure_cpu(tmp_path)
+    flops = fp32_matmul_flops()
+
+    hw = HardwareSpec(
+        id="this-cpu", name=f"{env['cpu_name']} (1 thread)", vendor=vendor,
+        memory_type="unified",   # specs.MemoryType has no DDR entry; the profile below sets mem_bw
+        memory_bytes=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+        memory_bandwidth_bytes_per_s=bw,
+        peak_flops_per_s={"fp32": flops, "fp16": flops},  # ggml's f16 dot converts to fp32 FMAs
+        notes="measured by calibrate/bench.py (read, DRAM-sized buffers) and a torch fp32 matmul")
+    eff = default_efficiency(hw).model_copy(update={
+        "mem_bw": 1.0,          # the bandwidth above is already what a streaming read achieves
+        "attn_mem": 1.0,
+        "gemm_max": 1.0,        # the peak above is a measured matmul rate
+        "gemm_half_m": 0.01,    # SIMD matvec runs its lanes along K: no row tiles to pad
+        "source": "measured on this CPU by tests/test_cpu_endpoint.py"})
+    tokens = len(vocabulary()[0])
+    head_dim = SHAPE["d_model"] // SHAPE["heads"]
+    spec = ModelSpec(id="random-f16", name="random Llama (GGUF f16)", num_layers=SHAPE["layers"],
+                     d_model=SHAPE["d_model"], num_heads=SHAPE["heads"],
+                     num_kv_heads=SHAPE["kv_heads"], head_dim=head_dim, ffn_dim=SHAPE["ffn"],
+                     vocab_size=tokens, max_context=2048)
+    # the tokenizer is one token per character: 16 words of the prompt list are ~100 tokens
+    est = predict_request(spec, hw, weights="fp16", engine="llama-cpp", batch=1, prompt=100,
+                          output=OUTPUT_TOKENS, profile=Profile(gpu=hw.id, efficiency=eff))
+    ratio = measured_tpot / est.tpot_s
+    print(f"\nCPU endpoint: {weight_bytes / 1e9:.3f} GB of f16 weights, read bandwidth "
+          f"{bw / 1e9:.1f} GB/s, fp32 matmul {flops / 1e9:.0f} GFLOP/s (1 thread); TPOT measured "
+          f"{measured_tpot * 1e3:.2f} ms, predicted {est.tpot_s * 1e3:.2f} ms ({est.bound}-bound),"
+          f" measured/predicted {ratio:.2f}, error {ratio - 1:+.0%}")
+    assert est.bound == "memory"
+    assert BAND[0] < ratio < BAND[1]
