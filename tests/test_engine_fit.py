@@ -213,3 +213,13 @@ def test_fit_random_runs_gives_typed_result_or_clean_error(ttft, tpot, engine, o
 def test_cli_random_arguments_exit_0_or_2(run_file, argv):
     rc = main([str(run_file), *argv])          # no --out: nothing is written anywhere
     assert rc in (0, 2)
+
+
+def test_perfmodel_calibrate_engine_is_wired(run_file, capsys):
+    pytest.importorskip("perfmodel.cli.calibrate")
+    from perfmodel.cli import main as perfmodel_main
+    assert perfmodel_main(["calibrate", "engine", str(run_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["target"]["engine"] == ENGINE
+    assert perfmodel_main(["calibrate", "engine", str(run_file), "--engine", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown engine" in err and len(err.strip().splitlines()) == 1
