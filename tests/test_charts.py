@@ -9,8 +9,8 @@ import pytest
 from perfmodel import api
 from perfmodel.hardware import load_gpu
 from perfmodel.units import GB, MS, TERA
-from perfmodel.webapp import (charts, charts_accuracy, charts_measure, charts_size, charts_spec,
-                              charts_sweep)
+from perfmodel.webapp import (charts, charts_accuracy, charts_claims, charts_measure, charts_size,
+                              charts_spec, charts_sweep)
 
 
 @pytest.fixture(scope="module")
@@ -195,3 +195,16 @@ def test_log_axis_ticks_cover_the_data():
     assert ax["type"] == "log"
     assert min(ax["tickvals"]) <= 140 and max(ax["tickvals"]) >= 5600
     assert "1k" in ax["ticktext"] and "2k" in ax["ticktext"]
+
+
+def test_lever_waterfall_walks_from_baseline_to_result():
+    S = SimpleNamespace
+    steps = [S(lever="weights", factor=1.5, value_before=10.0, value_after=15.0),
+             S(lever="batching", factor=2.0, value_before=15.0, value_after=30.0)]
+    fig = charts_claims.lever_waterfall(steps, "decode_tok_s_per_user", "tok/s")
+    w = fig.data[0]
+    assert w.type == "waterfall" and list(w.measure) == ["absolute", "relative", "relative", "total"]
+    assert w.y[0] + w.y[1] + w.y[2] == pytest.approx(w.y[3])   # deltas land on the result
+    assert w.text[1] == "x1.5" and "x3" in w.text[-1]           # factors multiply to the total
+    bars = charts_claims.shapley_bars({"a": 1.2, "b": 2.5})
+    assert list(bars.data[0].x) == ["b", "a"] and bars.layout.yaxis.type == "log"

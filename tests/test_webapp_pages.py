@@ -183,3 +183,40 @@ def test_measure_page_bad_inputs_are_one_line(fake_server):
         at.button[0].click().run()
         clean(at)
         assert at.error and words in at.error[0].value, (query, [e.value for e in at.error])
+
+
+# --------------------------------------------------------------------------- claims
+
+
+def test_claims_preset_shows_source_beside_model_and_follows_the_preset():
+    claims = pytest.importorskip("perfmodel.claims")
+    ids = [k for k, _ in claims.list_presets()]
+    at = run("claims", claim_preset=ids[0])
+    clean(at)
+    f0 = metrics(at)["Model's factor"]
+    assert f0.startswith("x") and "/" in metrics(at)["Source numbers supported"]
+    tables = at.dataframe
+    assert {"source", "model", "verdict"} <= set(tables[0].value.columns)
+    assert {"moves", "factor (x)", "verdict"} <= set(tables[1].value.columns)
+    assert len(at.get("plotly_chart")) == 2                  # waterfall and Shapley
+    at.selectbox(key="w_claim_preset").set_value(ids[1]).run()
+    clean(at)
+    assert metrics(at)["Model's factor"] != f0
+
+
+def test_free_claim_against_the_sidebar_scenario():
+    pytest.importorskip("perfmodel.claims")
+    q = dict(claim_mode="free", model="llama-3.2-1b", batch=1, prompt=256, output=64,
+             claim_metric="decode_tok_s_per_user")
+    at = run("claims", claim_text="2x", **q)
+    clean(at)
+    m = metrics(at)
+    base, claimed = number(m["Baseline"]), number(m["Claimed"])
+    assert claimed == pytest.approx(2 * base, rel=0.01)     # the page states what 2x means
+    assert number(m["Physical limit"]) > 0 and m["Physical limit"].endswith("tok/s")
+    at = run("claims", claim_text="50%", **q)
+    clean(at)
+    assert number(metrics(at)["Claimed"]) == pytest.approx(1.5 * base, rel=0.01)
+    at = run("claims", claim_text="0.5x", **q)               # below 1: one readable line
+    clean(at)
+    assert at.error and "below 1" in at.error[0].value

@@ -40,3 +40,31 @@ def validation():
     from perfmodel.validate import validate
 
     return validate()
+
+
+@st.cache_data(show_spinner="Running the preset (attribution and lever search)...", ttl=3600)
+def preset(preset_id: str):
+    """perfmodel.claims.run_preset: a seed document's numbers beside the model's."""
+    from perfmodel.claims import run_preset
+
+    return run_preset(preset_id)
+
+
+def claim_baseline(scn: UIScenario):
+    """The sidebar's scenario as a perfmodel.claims Scenario (the claim's baseline)."""
+    from perfmodel.claims import Scenario
+
+    return Scenario(name="sidebar scenario", model=target(scn.model, "model"), gpu=target(scn.gpu, "gpu"),
+                    tp=scn.tp, pp=scn.pp, ep=scn.ep, weights=scn.weights, kv=scn.kv,
+                    activations=None if scn.activations == "auto" else scn.activations,
+                    engine=scn.engine, batch=scn.batch, prompt_tokens=scn.prompt,
+                    output_tokens=scn.output, profile=profile_target(scn.profile))
+
+
+@st.cache_data(show_spinner="Searching lever combinations...", ttl=3600)
+def explain_claim(key: str):
+    """perfmodel.claims.explain for the page's claim against the sidebar's scenario."""
+    from perfmodel.claims import explain
+
+    scn = UIScenario.from_key(key)
+    return explain(scn.claim_text, scn.claim_metric, claim_baseline(scn))

@@ -86,6 +86,10 @@ class UIScenario(BaseModel):
     measure_requests: int = Field(default=16, ge=1, le=1000, description="Measure: requests per level.")
     measure_prompt: int = Field(default=256, ge=1, le=131_072, description="Measure: prompt tokens.")
     measure_output: int = Field(default=64, ge=1, le=32_768, description="Measure: max output tokens.")
+    claim_mode: Literal["preset", "free"] = Field(default="preset", description="Claims: preset or own.")
+    claim_preset: str = Field(default="", pattern=_ID, description="Claims: preset id ('' = first).")
+    claim_text: str = Field(default="2x", pattern=_ID, description="Claims: claimed factor.")
+    claim_metric: str = Field(default="decode_tok_s_per_user", pattern=_ID, description="Claims: metric.")
 
     def key(self) -> str:
         """Canonical JSON: the plain, hashable id the cached wrappers take."""
