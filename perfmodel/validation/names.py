@@ -61,7 +61,6 @@ FRAMEWORK_ENGINES: tuple[tuple[str, str], ...] = (
     (r"^exllama", "llama-cpp"),
     (r"^tinychat", "llama-cpp"),
     (r"^mlc", "torch-compile"),
-    (r"torch\.compile.*no cuda graphs", "torch-eager"),
     (r"torch\.compile", "torch-compile"),
     (r"cuda graph", "torch-graph"),
     (r"pytorch eager|torch eager", "torch-eager"),
@@ -73,9 +72,9 @@ ENGINE_NOTES = {
                 "KV preallocated, no serving scheduler.",
     "mlc": "MLC LLM -> torch-compile: ahead-of-time compiled (TVM) graph with fused "
            "kernels, weight-only 4-bit matmuls, static KV.",
-    "torch.compile mode=": "torch.compile without CUDA graphs -> torch-eager: Inductor fuses "
-                           "kernels but each is still issued from Python (no graph replay), "
-                           "which is what the eager preset's launch cost describes.",
+    "torch.compile mode=": "torch.compile without CUDA graphs -> torch-compile, whose preset "
+                           "assumes graph replay (mode=reduce-overhead); a calibrated profile "
+                           "overrides its launch cost for the mode actually run.",
 }
 
 

@@ -3,8 +3,9 @@ measurement-table rows.
 
 Only the e2e section is converted (the microbenchmarks calibrate efficiencies; they are not
 request metrics). The raw schema is documented in calibrate/bench.py's docstring:
-- decode records of the plain-torch model (modes eager, graph, compile; compile in a mode
-  without CUDA graphs is named so, and validate maps it to torch-eager): one step of
+- decode records of the plain-torch model (modes eager, graph, compile; a compile mode
+  without CUDA graphs is named in the framework text, and still maps to torch-compile, the
+  engine calibrate's fit overrides for it): one step of
   `batch` sequences at KV length `context` -> tpot_ms with input_len = context and
   output_len = 1 (TPOT of a single step at that context);
 - prefill records: `batch` prompts of `prompt` tokens -> prefill_tok_s;
@@ -63,6 +64,7 @@ def _row(env: dict, source: str, rec: dict, shape: dict,
     framework = FRAMEWORKS[mode]
     if mode == "compile" and compile_mode in GRAPHLESS_COMPILE_MODES:
         framework = f"torch.compile mode={compile_mode}, no CUDA graphs (calibrate/bench.py)"
+        # still the torch-compile preset: the calibrated profile describes this mode
     dtype = DTYPES.get(str(rec.get("dtype")), str(rec.get("dtype")))
     base = {
         "source_url_or_repo_path": source, "source_kind": OWN_KIND,
