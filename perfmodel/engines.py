@@ -8,10 +8,13 @@ request, and the HF cache is grown with torch.cat and expanded by repeat_kv each
 Sources for the parameters (mid-range values, not fitted to any validation row):
 - kernels per Llama layer: counted from the implementations (HF modeling_llama eager:
   RMSNorm ~7 ops x2, rotary ~10, q/k/v/o, repeat_kv, SDPA, SwiGLU 5, residuals: ~45;
-  gpt-fast eager ~25; torch.compile fuses elementwise chains: ~10; vLLM/TRT-LLM fused
-  QKV, fused norms+residual, fused SwiGLU: ~8-12).
-- per-kernel CPU launch cost: PyTorch eager dispatch 5-10 us per op, HF module/Python
-  overhead adds ~10 us per op (PyTorch "CUDA Graphs" blog 2021; gpt-fast blog 2023
+  a plain-torch Llama layer launches 44 kernels per layer (1420 per 32-layer decode step,
+  counted from its CUDA graph, calibrate/BENCH_NOTES.md): ~40; torch.compile fuses the
+  elementwise chains: 485 per step, ~15; vLLM/TRT-LLM fuse QKV, norm+residual and SwiGLU:
+  ~8-12).
+- per-kernel CPU launch cost: PyTorch eager dispatch 5-10 us per op in a tight loop (8.9 us
+  measured on the H200 host), 15-20 us per op inside a model's forward (26 ms / 1420 kernels
+  measured there); HF module/Python overhead adds more (PyTorch "CUDA Graphs" blog 2021; gpt-fast blog 2023
   "Accelerating generative AI with PyTorch II": eager Llama-7B decode 25 tok/s on A100,
   CPU-bound; with torch.compile + CUDA graphs 107 tok/s).
 - per-step scheduler overhead: vLLM V1 blog (Jan 2025, CPU overhead cut to well under
@@ -38,21 +41,21 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         supports_fp8=False, source="HF modeling_llama; gpt-fast blog (eager baseline)", **_COMMON),
     EngineProfile(
         id="torch-eager", name="Plain PyTorch eager (gpt-fast without compile)",
-        kernels_per_layer=25, launch_s=7e-6, graph_launch_s=0.0,
+        kernels_per_layer=40, launch_s=12e-6, graph_launch_s=0.0,
         cpu_overhead_per_step_s=0.3e-3, per_request_overhead_s=5e-3,
         attention="flash", batching="static", kv_memory_fraction=0.92, kv_block_tokens=1,
         kv_prealloc="max_context", quant_kernel_efficiency=0.6, fused_elementwise=False,
         source="gpt-fast model.py; PyTorch dispatch overhead", **_COMMON),
     EngineProfile(
         id="torch-graph", name="PyTorch with CUDA graphs (unfused kernels)",
-        kernels_per_layer=25, launch_s=0.0, graph_launch_s=30e-6,
+        kernels_per_layer=40, launch_s=0.0, graph_launch_s=30e-6,
         cpu_overhead_per_step_s=0.2e-3, per_request_overhead_s=5e-3,
         attention="flash", batching="static", kv_memory_fraction=0.92, kv_block_tokens=1,
         kv_prealloc="max_context", quant_kernel_efficiency=0.6, fused_elementwise=False,
         source="PyTorch CUDA graphs blog 2021", **_COMMON),
     EngineProfile(
         id="torch-compile", name="torch.compile (mode=reduce-overhead, gpt-fast)",
-        kernels_per_layer=10, launch_s=0.0, graph_launch_s=30e-6,
+        kernels_per_layer=14, launch_s=0.0, graph_launch_s=30e-6,
         cpu_overhead_per_step_s=0.15e-3, per_request_overhead_s=5e-3,
         attention="flash", batching="static", kv_memory_fraction=0.92, kv_block_tokens=1,
         kv_prealloc="max_context", quant_kernel_efficiency=0.85, fused_elementwise=True,
