@@ -46,8 +46,8 @@ def load_profile(path: str | Path) -> Profile:
     p = Path(path)
     try:
         data = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise SpecFileError(f"{p}: cannot read profile ({exc.strerror})") from None
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        raise SpecFileError(f"{p}: cannot read profile ({getattr(exc, 'strerror', None) or exc})") from None
     except yaml.YAMLError as exc:
         raise SpecFileError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict):
