@@ -12,6 +12,7 @@ pages = [
     st.Page(V + "compare.py", title="Compare GPUs / sizing", url_path="compare"),
     st.Page(V + "speculative.py", title="Speculative decoding", url_path="speculative"),
     st.Page(V + "claims.py", title="Claim checker", url_path="claims"),
+    st.Page(V + "calibration.py", title="Calibration", url_path="calibration"),
     st.Page(V + "accuracy.py", title="Accuracy", url_path="accuracy"),
     st.Page(V + "measure.py", title="Measure", url_path="measure"),
     st.Page(V + "definitions.py", title="Definitions", url_path="definitions"),

@@ -9,8 +9,8 @@ import pytest
 from perfmodel import api
 from perfmodel.hardware import load_gpu
 from perfmodel.units import GB, MS, TERA
-from perfmodel.webapp import (charts, charts_accuracy, charts_claims, charts_measure, charts_size,
-                              charts_spec, charts_sweep)
+from perfmodel.webapp import (charts, charts_accuracy, charts_calib, charts_claims, charts_measure,
+                              charts_size, charts_spec, charts_sweep)
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +208,17 @@ def test_lever_waterfall_walks_from_baseline_to_result():
     assert w.text[1] == "x1.5" and "x3" in w.text[-1]           # factors multiply to the total
     bars = charts_claims.shapley_bars({"a": 1.2, "b": 2.5})
     assert list(bars.data[0].x) == ["b", "a"] and bars.layout.yaxis.type == "log"
+
+
+def test_calibration_charts_keep_fit_and_held_out_apart():
+    P = SimpleNamespace
+    pts = [P(name="a", measured_s=0.010, fitted_s=0.011, datasheet_s=0.005, held_out=False),
+           P(name="b", measured_s=0.020, fitted_s=0.018, datasheet_s=0.030, held_out=True)]
+    fig = charts_calib.fitted_vs_measured(pts)
+    names = [t.name for t in fig.data]
+    assert names[:3] == ["calibrated, fit points", "calibrated, held-out points", "datasheet only"]
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert list(fig.data[0].x) == pytest.approx([10.0]) and list(fig.data[1].y) == pytest.approx([18.0])
+    res = charts_calib.residuals(pts)
+    assert list(res.data[1].y) == pytest.approx([10.0, -10.0])      # fitted / measured - 1, %
+    assert list(res.data[0].y) == pytest.approx([-50.0, 50.0])      # datasheet only

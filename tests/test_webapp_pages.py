@@ -220,3 +220,42 @@ def test_free_claim_against_the_sidebar_scenario():
     at = run("claims", claim_text="0.5x", **q)               # below 1: one readable line
     clean(at)
     assert at.error and "below 1" in at.error[0].value
+
+
+# --------------------------------------------------------------------------- calibration
+
+RAW = "raw-h200-sxm-20261129.json"      # calibrate/bench.py on an H200 (committed)
+
+
+def test_calibration_fits_a_raw_result_and_the_profile_reaches_every_page(root):
+    pytest.importorskip("perfmodel.calibration")
+    if not (root / "calibrate" / "data" / RAW).exists():
+        pytest.skip(f"calibrate/data/{RAW} is missing")
+    at = run("calibration", calib_raw=RAW, gpu="h200-sxm")
+    clean(at)
+    m = metrics(at)
+    assert m["Card"] == "h200-sxm" and m["Held-out median error"].endswith("%")
+    assert len(at.get("plotly_chart")) == 2                   # fitted vs measured, residuals
+    assert len(at.get("download_button")) >= 1
+    at.switch_page("perfmodel/webapp/views/calculator.py").run()
+    plain = metrics(at)["TPOT"]
+    at.switch_page("perfmodel/webapp/views/calibration.py").run()
+    use = next(b for b in at.button if b.label.startswith("Use this profile"))
+    use.click().run()
+    clean(at)
+    ref = at.session_state["scenario"].profile
+    assert ref.startswith("upload:") and at.success
+    at.switch_page("perfmodel/webapp/views/calculator.py").run()
+    clean(at)
+    assert at.sidebar.selectbox(key="w_profile").value == ref
+    assert metrics(at)["TPOT"] != plain                       # fitted efficiencies are used
+
+
+def test_bad_raw_upload_is_one_line():
+    pytest.importorskip("perfmodel.calibration")
+    from perfmodel.errors import PerfModelError
+    from perfmodel.webapp import state
+    for data in (b"{}", b"[1, 2]", b"not json"):
+        with pytest.raises(PerfModelError) as exc:
+            state.save_upload("raw", data, "raw.json")
+        assert "\n" not in str(exc.value)

@@ -68,3 +68,34 @@ def explain_claim(key: str):
 
     scn = UIScenario.from_key(key)
     return explain(scn.claim_text, scn.claim_metric, claim_baseline(scn))
+
+
+@st.cache_data(show_spinner="Fitting the profile (least squares on log time)...", ttl=3600,
+               max_entries=16)
+def calibration(raw_ref: str, gpu: str):
+    """perfmodel.calibration.fit_profile on a raw bench result -> (Profile, FitReport, the
+    profile stored as an upload ref so every page can use it)."""
+    import tempfile
+    from pathlib import Path
+
+    from perfmodel.calibration import fit_profile, read_raw
+    from perfmodel.profile import save_profile
+    from perfmodel.webapp.state import raw_target, save_upload
+
+    prof, report = fit_profile(read_raw(raw_target(raw_ref)), target(gpu, "gpu") if gpu else None)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "profile.yaml"
+        save_profile(prof, path)
+        ref = save_upload("profile", path.read_bytes(), "profile.yaml")
+    return prof, report, ref
+
+
+@st.cache_data(**CACHE)
+def profile_file(ref: str) -> tuple[str, object]:
+    """A stored profile's text and its parsed Profile."""
+    from pathlib import Path
+
+    from perfmodel.profile import load_profile
+
+    path = profile_target(ref)
+    return Path(path).read_text(encoding="utf-8"), load_profile(path)

@@ -76,6 +76,16 @@ def _set_all(scn: UIScenario) -> None:
         st.session_state[f"w_{name}"] = _widget_value(scn, name)
 
 
+def uploaded(kind: str) -> list[str]:
+    """Upload refs of this kind seen in this session."""
+    return list(st.session_state.get(_UPLOADS, {}).get(kind, []))
+
+
+def remember(kind: str, ref: str) -> None:
+    """Offer an upload ref in this session's selectboxes of that kind."""
+    _remember(kind, ref)
+
+
 def _remember(kind: str, ref: str) -> None:
     refs = st.session_state.setdefault(_UPLOADS, {})
     refs.setdefault(kind, [])
@@ -106,7 +116,7 @@ def _on_scenario_file() -> None:
     except PerfModelError as exc:
         st.session_state["upload_error"] = str(exc)
         return
-    for kind in ("model", "gpu", "profile"):
+    for kind in state.UPLOAD_FIELDS:
         if state.is_upload(getattr(scn, kind)):
             _remember(kind, getattr(scn, kind))
     _set_all(scn)
@@ -197,9 +207,8 @@ def keep_url(page: str) -> UIScenario:
 
 
 def set_field(name: str, value) -> None:
-    """Change one scenario field from a page (e.g. a profile fitted on the Calibration page)."""
-    scn = current().model_copy(update={name: value})
-    st.session_state["scenario"] = UIScenario(**scn.model_dump())
+    """Change one scenario field from a widget callback (e.g. use a fitted profile)."""
+    st.session_state["scenario"] = UIScenario(**{**current().model_dump(), name: value})
     st.session_state[f"w_{name}"] = value
 
 

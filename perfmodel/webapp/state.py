@@ -28,6 +28,7 @@ MAX_TOKENS = 10_000_000             # widget bound; the model's own context limi
 MAX_BATCH = 1_000_000
 MAX_GPUS = 4096
 JSON_KIND = "perfmodel-scenario"
+UPLOAD_FIELDS = {"model": "model", "gpu": "gpu", "profile": "profile", "calib_raw": "raw"}  # field -> kind
 _REF = re.compile(r"^upload:([0-9a-f]{16})\.(json|yaml)$")
 _ID = r"^[^\x00-\x1f]{0,300}$"      # any printable text; perfmodel checks the ids themselves
 
@@ -90,6 +91,9 @@ class UIScenario(BaseModel):
     claim_preset: str = Field(default="", pattern=_ID, description="Claims: preset id ('' = first).")
     claim_text: str = Field(default="2x", pattern=_ID, description="Claims: claimed factor.")
     claim_metric: str = Field(default="decode_tok_s_per_user", pattern=_ID, description="Claims: metric.")
+    calib_raw: str = Field(default="", pattern=_ID,
+                           description="Calibration: a calibrate/data raw name or an upload ref.")
+    calib_gpu: str = Field(default="", pattern=_ID, description="Calibration: card id ('' = from the raw).")
 
     def key(self) -> str:
         """Canonical JSON: the plain, hashable id the cached wrappers take."""
@@ -172,7 +176,7 @@ def upload_path(ref: str) -> Path:
     return path
 
 
-def save_upload(kind: Literal["model", "gpu", "profile"], data: bytes, name: str = "") -> str:
+def save_upload(kind: Literal["model", "gpu", "profile", "raw"], data: bytes, name: str = "") -> str:
     """Store an uploaded file by content hash after checking that perfmodel reads it;
     returns its ref. Raises PerfModelError with a one-line reason."""
     if len(data) > MAX_UPLOAD_BYTES:
@@ -181,8 +185,9 @@ def save_upload(kind: Literal["model", "gpu", "profile"], data: bytes, name: str
         data.decode("utf-8")
     except UnicodeDecodeError:
         raise PerfModelError(f"{name or kind} file is not UTF-8 text") from None
-    is_json = name.lower().endswith(".json") or (kind == "model" and data.lstrip()[:1] == b"{")
-    if kind != "model" and is_json:
+    is_json = (kind == "raw" or name.lower().endswith(".json")
+               or (kind == "model" and data.lstrip()[:1] == b"{"))
+    if kind in ("gpu", "profile") and is_json:
         raise PerfModelError(f"{name or kind}: expected a YAML file")
     ext = "json" if is_json else "yaml"
     sha = hashlib.sha256(data).hexdigest()[:16]
@@ -209,13 +214,20 @@ def check_upload(kind: str, ref: str) -> None:
     from perfmodel.profile import load_profile
 
     path = upload_path(ref)
-    loader = {"model": load_model, "gpu": load_gpu, "profile": load_profile}[kind]
+    loader = {"model": load_model, "gpu": load_gpu, "profile": load_profile, "raw": _check_raw}[kind]
     try:
         loader(str(path))
     except PerfModelError as exc:
         raise PerfModelError(_scrub(str(exc), path, kind)) from None
     except (ValueError, TypeError, KeyError, AttributeError) as exc:   # importer edge cases
         raise PerfModelError(f"uploaded {kind} file: {_scrub(str(exc), path, kind)}") from None
+
+
+def _check_raw(path: str) -> None:
+    """A calibrate/bench.py result: perfmodel.calibration's own checks."""
+    from perfmodel.calibration import check_raw, read_raw
+
+    check_raw(read_raw(path))
 
 
 def _scrub(msg: str, path: Path, kind: str) -> str:
@@ -235,6 +247,25 @@ def target(ref: str, kind: str) -> str:
 def profiles_dir() -> Path:
     """Committed calibrated profiles (calibrate/profiles/*.yaml)."""
     return Path(__file__).resolve().parents[2] / "calibrate" / "profiles"
+
+
+def raw_dir() -> Path:
+    """Committed calibrate/bench.py results (calibrate/data/raw-*.json)."""
+    return Path(__file__).resolve().parents[2] / "calibrate" / "data"
+
+
+def list_raw() -> list[str]:
+    d = raw_dir()
+    return sorted(p.name for p in d.glob("raw-*.json")) if d.is_dir() else []
+
+
+def raw_target(ref: str) -> str:
+    """The path of a committed raw result or an uploaded one."""
+    if is_upload(ref):
+        return str(upload_path(ref))
+    if ref not in list_raw():
+        raise PerfModelError(f"unknown raw result {ref!r}; committed: {', '.join(list_raw()) or 'none'}")
+    return str(raw_dir() / ref)
 
 
 def list_profiles() -> list[str]:
@@ -265,7 +296,7 @@ def label(ref: str) -> str:
 def to_json(scn: UIScenario) -> str:
     """The scenario with the text of any uploaded file, so it reproduces anywhere."""
     uploads = {}
-    for name in ("model", "gpu", "profile"):
+    for name in UPLOAD_FIELDS:
         ref = getattr(scn, name)
         if is_upload(ref):
             try:
@@ -290,10 +321,12 @@ def from_json(data: bytes | str) -> UIScenario:
         raise PerfModelError("scenario file: 'scenario' and 'uploads' must be objects")
     fields = dict(fields)
     for name, text in uploads.items():
-        if name not in ("model", "gpu", "profile") or not isinstance(text, str):
-            raise PerfModelError(f"scenario file: uploads.{str(name)[:20]} is not a model, gpu or profile text")
-        ext = ".json" if name == "model" and text.lstrip().startswith("{") else ".yaml"
-        fields[name] = save_upload(name, text.encode("utf-8"), name=f"{name}{ext}")
+        if name not in UPLOAD_FIELDS or not isinstance(text, str):
+            raise PerfModelError(f"scenario file: uploads.{str(name)[:20]} is not one of "
+                                 f"{', '.join(UPLOAD_FIELDS)} as text")
+        kind = UPLOAD_FIELDS[name]
+        ext = ".json" if kind == "raw" or (kind == "model" and text.lstrip().startswith("{")) else ".yaml"
+        fields[name] = save_upload(kind, text.encode("utf-8"), name=f"{name}{ext}")
     try:
         return UIScenario(**fields)
     except ValidationError as exc:

@@ -48,7 +48,8 @@ def render() -> None:
     m[1].metric("Tokens per target step", num(e.tokens_per_step),
                 help="E = (1 - alpha^(gamma+1)) / (1 - alpha), bonus token included (Leviathan et al. 2023).")
     m[2].metric("TPOT", f"{num(e.tpot_s / MS)} ms", delta=f"{num(e.baseline_tpot_s / MS)} ms plain",
-                delta_color="off", help="Speculative step / tokens per step, vs one plain decode step.")
+                delta_color="off", delta_arrow="off",
+                help="Speculative step / tokens per step, vs one plain decode step.")
     m[3].metric("Break-even batch", str(e.breakeven_batch) if e.breakeven_batch else "none",
                 help=f"Smallest batch where speculation is slower than plain decoding. {e.breakeven_note}")
     req = e.required_acceptance
