@@ -22,9 +22,13 @@ def test_sweep_page_rows_follow_the_largest_batch():
     rows = lambda: len(at.dataframe[0].value)
     assert rows() == 9                                  # 1, 2, ..., 256
     assert len(at.get("plotly_chart")) == 3
+    peak = number(metrics(at)["Peak aggregate (fits)"])
     at.select_slider(key="w_sweep_max_batch").set_value(32).run()
     clean(at)
     assert rows() == 6
+    assert number(metrics(at)["Peak aggregate (fits)"]) < peak       # fewer sequences, fewer tok/s
+    assert set(at.dataframe[0].value["decode bound"]) <= {"memory", "compute", "communication",
+                                                          "overhead"}
     df = at.dataframe[0].value
     assert list(df["batch"]) == [1, 2, 4, 8, 16, 32]
 

@@ -82,6 +82,7 @@ class Curve:
     decode_tok_s_per_user: np.ndarray
     output_tok_s_total: np.ndarray
     fits: np.ndarray
+    bound: np.ndarray                # what bounds the decode step at the prompt's context
     knee: Knee | None = None
 
 
@@ -90,8 +91,10 @@ def _curve(scn: UIScenario, batch, prompt, output, x) -> tuple:
     sc, _, _ = api.resolve(kw.pop("model"), kw.pop("gpu"), **kw)
     rt = request_times(sc, batch, prompt, output)
     shape = np.shape(x)
-    return sc, {k: np.broadcast_to(np.asarray(getattr(rt, k), dtype=float), shape).copy()
-                for k in ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s_per_user", "output_tok_s_total")}
+    out = {k: np.broadcast_to(np.asarray(getattr(rt, k), dtype=float), shape).copy()
+           for k in ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s_per_user", "output_tok_s_total")}
+    out["bound"] = np.broadcast_to(np.asarray(rt.step.bound, dtype=object), shape).copy()
+    return sc, out
 
 
 @st.cache_data(**CACHE)
@@ -143,6 +146,9 @@ def memory_curve(key: str, contexts: tuple[int, ...]) -> list[MemoryEstimate]:
 
 
 # --------------------------------------------------------------------------- speculative
+
+
+SPEC_FIELDS = ("spec_method", "spec_draft", "spec_alpha", "spec_target")
 
 
 @st.cache_data(**CACHE)

@@ -21,6 +21,10 @@ def serve(key: str, concurrencies: tuple[int, ...]):
     return curve, find_knee(curve)
 
 
+SIZING_FIELDS = ("size_rate", "size_ttft_ms", "size_tpot_ms", "size_gpus", "size_precisions",
+                 "size_engines", "size_max_gpus")
+
+
 @st.cache_data(**CACHE, ttl=3600)
 def sizing(key: str):
     """perfmodel.sizing.size for the scenario's model and lengths and the page's targets."""

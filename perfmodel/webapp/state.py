@@ -95,9 +95,12 @@ class UIScenario(BaseModel):
                            description="Calibration: a calibrate/data raw name or an upload ref.")
     calib_gpu: str = Field(default="", pattern=_ID, description="Calibration: card id ('' = from the raw).")
 
-    def key(self) -> str:
-        """Canonical JSON: the plain, hashable id the cached wrappers take."""
-        return json.dumps(self.model_dump(), sort_keys=True, separators=(",", ":"))
+    def key(self, *page_fields: str) -> str:
+        """Canonical JSON of the core fields (model ... profile) plus the named page fields:
+        the plain, hashable id the cached wrappers take, so a page input invalidates only
+        the results that depend on it."""
+        names = CORE_FIELDS + tuple(page_fields)
+        return json.dumps({n: getattr(self, n) for n in names}, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_key(cls, key: str) -> "UIScenario":
@@ -107,6 +110,7 @@ class UIScenario(BaseModel):
 DEFAULT = UIScenario()
 FIELDS = tuple(UIScenario.model_fields)
 PAGE_FIELDS = FIELDS[FIELDS.index("metric") + 1:]
+CORE_FIELDS = FIELDS[:FIELDS.index("profile") + 1]
 LIST_FIELDS = tuple(n for n, f in UIScenario.model_fields.items() if isinstance(f.default, tuple))
 
 

@@ -66,6 +66,7 @@ def render() -> None:
                   "predicted": [num(r.predicted) for r in rows], "APE": [pct(r.ape) for r in rows],
                   "interval": [f"{num(r.interval_lo)} - {num(r.interval_hi)}" for r in rows],
                   "calibrated": [num(r.calibrated_predicted) if r.calibrated_predicted else "" for r in rows],
+                  "bound": [r.bound for r in rows],
                   "diagnosis": [r.diagnosis for r in rows]}, hide_index=True)
     with st.expander(f"Rows not predicted ({len(rep.unmapped)})"):
         st.dataframe({"row": [u.label for u in rep.unmapped], "metric": [u.metric for u in rep.unmapped],

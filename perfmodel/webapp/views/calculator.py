@@ -64,7 +64,7 @@ def render() -> None:
     st.subheader("Sensitivity")
     st.selectbox("Metric", list(METRIC_LABELS), key="w_metric",
                  format_func=lambda k: f"{METRIC_LABELS[k][0]} ({METRIC_LABELS[k][1]})")
-    key = inputs.current().key()
+    key = scn.key()
     metric_id = st.session_state["w_metric"]
     s = inputs.call(sensitivity, key, metric_id)
     if s is not None:

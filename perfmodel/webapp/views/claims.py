@@ -26,6 +26,13 @@ def verdict_box(text: str) -> None:
         st.info(text)
 
 
+def regimes(steps) -> None:
+    """What bounds the step before and after each lever (memory, compute, overhead...)."""
+    if steps:
+        st.caption("Bound regime, lever by lever: " + " · ".join(
+            f"{s.lever}: {s.regime_before} → {s.regime_after}" for s in steps))
+
+
 def combinations_table(combos) -> None:
     st.dataframe({"levers": [" + ".join(c.levers) for c in combos],
                   "moves": [" · ".join(c.moves) for c in combos],
@@ -59,11 +66,14 @@ def show_preset(pid: str) -> None:
                      "baseline / improved).")
     m[1].metric("Source numbers supported", f"{supported} / {judged}",
                 help="Within 25% of the model (ranges and bounds widened by 25%).")
-    m[2].metric("Lever combinations found", str(len(rep.combinations)))
+    m[2].metric("Lever combinations found", str(len(rep.combinations)),
+                help="Combinations of levers moved from the baseline that reach the source's claim, "
+                     "ranked by how far each lever is stretched (1.0: the edge of its range).")
     left, right = st.columns(2)
     left.plotly_chart(charts_claims.lever_waterfall(rep.factors, rep.metric, unit_of(rep.metric)),
                       width="stretch")
     right.plotly_chart(charts_claims.shapley_bars(rep.shapley), width="stretch")
+    regimes(rep.factors)
     st.markdown("**The source's numbers beside the model's**")
     rows = rep.source_vs_model
     st.dataframe({"step": [r.step for r in rows], "quantity": [r.quantity for r in rows],
@@ -90,7 +100,7 @@ def show_free(scn) -> None:
     scn = inputs.current()
     st.caption("Baseline: the sidebar's scenario. The search moves levers (precision, batching, "
                "engine, parallelism, speculation, model, hardware, routing) from it.")
-    ex = inputs.call(data_pages.explain_claim, scn.key())
+    ex = inputs.call(data_pages.explain_claim, scn.key("claim_text", "claim_metric"))
     if ex is None:
         return
     verdict_box(f"{ex.verdict}: {ex.reason}")
@@ -106,6 +116,7 @@ def show_free(scn) -> None:
     left.plotly_chart(charts_claims.lever_waterfall(ex.factors, ex.metric, ex.unit,
                                                     "Top combination, lever by lever"), width="stretch")
     right.plotly_chart(charts_claims.shapley_bars(ex.shapley), width="stretch")
+    regimes(ex.factors)
     combinations_table(ex.combinations)
     if ex.inverse:
         st.markdown("**What would have to be true**")

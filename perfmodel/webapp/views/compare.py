@@ -42,7 +42,7 @@ def render() -> None:
                "ranked by $ per hour.")
     form(scn)
     scn = inputs.current()
-    res = inputs.call(data_pages.sizing, scn.key())
+    res = inputs.call(data_pages.sizing, scn.key(*data_pages.SIZING_FIELDS))
     if res is None:
         return
     rows = res.deployments

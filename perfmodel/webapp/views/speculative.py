@@ -37,7 +37,7 @@ def render() -> None:
                 help="Per-token probability that the target accepts a draft token.")
     c[4].number_input("target speed-up (x)", 0.1, 100.0, step=0.1, key="w_spec_target",
                       help="Solve for the acceptance this speed-up needs.")
-    key = inputs.current().key()
+    key = inputs.current().key(*data.SPEC_FIELDS)
     e = inputs.call(data.speculative, key, scn.spec_gamma)
     if e is None:
         return
@@ -60,8 +60,9 @@ def render() -> None:
                f"{e.breakeven_note}")
 
     rows, fits = [], []
+    heat_key = scn.key(*(f for f in data.SPEC_FIELDS if f != "spec_target"))   # target not needed
     for g in GAMMAS:
-        eg = inputs.call(data.speculative, key, g, False)
+        eg = inputs.call(data.speculative, heat_key, g, False)
         if eg is None:
             return
         rows.append([p.speedup for p in eg.batch_curve])

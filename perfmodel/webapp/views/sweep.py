@@ -7,7 +7,7 @@ import streamlit as st
 
 from perfmodel.units import GB, MS, fmt_bytes
 from perfmodel.webapp import charts_sweep, data, data_pages, inputs
-from perfmodel.webapp.texts import num
+from perfmodel.webapp.texts import help_text, num
 
 BATCH_LIMITS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 MIN_CONTEXT = 128
@@ -28,6 +28,7 @@ def batch_section(key: str, grid: tuple[int, ...]) -> None:
     if curve is None:
         return
     knee = curve.knee.concurrency if curve.knee else None
+    headline(curve.x, curve.output_tok_s_total, curve.tpot_s, curve.fits, knee, "batch")
     st.plotly_chart(charts_sweep.latency_throughput(curve.x, curve.output_tok_s_total, curve.tpot_s,
                                                     curve.fits, knee), width="stretch")
     if curve.knee is not None:
@@ -37,7 +38,7 @@ def batch_section(key: str, grid: tuple[int, ...]) -> None:
         st.warning(f"Batches above {int(curve.x[curve.fits].max()) if curve.fits.any() else 0} "
                    "do not fit in memory at this prompt + output length (grey points).")
     table(curve.x, "batch", curve.ttft_s, curve.tpot_s, curve.decode_tok_s_per_user,
-          curve.output_tok_s_total, curve.fits)
+          curve.output_tok_s_total, curve.fits, curve.bound)
 
 
 def concurrency_section(key: str, grid: tuple[int, ...]) -> None:
@@ -49,6 +50,8 @@ def concurrency_section(key: str, grid: tuple[int, ...]) -> None:
         st.warning(w)
     pts = curve.points
     x = [p.concurrency for p in pts]
+    headline(x, [p.output_tok_s_total for p in pts], [p.tpot_s for p in pts], [p.fits for p in pts],
+             knee.concurrency, "concurrency")
     st.plotly_chart(charts_sweep.latency_throughput(
         x, [p.output_tok_s_total for p in pts], [p.tpot_s for p in pts], [p.fits for p in pts],
         knee.concurrency, x_name="concurrency"), width="stretch")
@@ -60,13 +63,28 @@ def concurrency_section(key: str, grid: tuple[int, ...]) -> None:
           [p.fits for p in pts])
 
 
-def table(x, name, ttft, tpot, per_user, total, fits) -> None:
+def headline(x, total, tpot, fits, knee, name: str) -> None:
+    """The best point that fits, and the knee, as metrics with units and definitions."""
+    ok = [i for i, f in enumerate(fits) if f]
+    c = st.columns(3)
+    if ok:
+        best = max(ok, key=lambda i: total[i])
+        c[0].metric("Peak aggregate (fits)", f"{num(total[best])} tok/s",
+                    help=help_text("output_tok_s_total") + f" Highest among the points that fit "
+                         f"in memory: {name} {int(x[best])}.")
+        c[1].metric(f"TPOT at {name} {int(x[best])}", f"{num(tpot[best] / MS)} ms", help=help_text("tpot_s"))
+    c[2].metric("Knee", f"{name} {int(knee)}" if knee else "not reached",
+                help="Where doubling adds less than 10% throughput while TPOT grows.")
+
+
+def table(x, name, ttft, tpot, per_user, total, fits, bound=None) -> None:
+    extra = {} if bound is None else {"decode bound": [str(b) for b in bound]}
     st.dataframe({name: [int(v) for v in x],
                   "TTFT (ms)": [num(v / MS) for v in ttft],
                   "TPOT (ms)": [num(v / MS) for v in tpot],
                   "per user (tok/s)": [num(v) for v in per_user],
                   "aggregate (tok/s)": [num(v) for v in total],
-                  "fits": [bool(f) for f in fits]}, hide_index=True)
+                  "fits": [bool(f) for f in fits], **extra}, hide_index=True)
 
 
 def render() -> None:
