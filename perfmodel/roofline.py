@@ -118,8 +118,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
             compute = c.flops / (half_peak * eff.attn_compute)
             memory = (c.kv_read_bytes + c.kv_write_bytes) / (bw * eff.attn_mem) + c.act_bytes / bw
         else:
-            act = c.act_bytes * (FUSED_ELEMENTWISE_BYTES if engine.fused_elementwise
-                                 and op.kind == "elementwise" else 1.0)
+            act = c.act_bytes * (_elementwise_traffic(engine) if op.kind == "elementwise" else 1.0)
             compute = c.flops / vector_peak
             memory = (c.weight_bytes + act) / bw
         t = np.maximum(compute, memory) + k * eff.kernel_s
@@ -141,6 +140,13 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     return StepEstimate(time_s=step, gpu_s=gpu, cpu_s=cpu + engine.cpu_overhead_per_step_s,
                         flops=work.flops, bytes=work.bytes, compute_dtype=dtype, bound=bound,
                         ops=times, warnings=warnings)
+
+
+def _elementwise_traffic(engine: EngineProfile) -> float:
+    """Elementwise bytes relative to the op list's count: calibrated, else by fusion."""
+    if engine.elementwise_traffic is not None:
+        return engine.elementwise_traffic
+    return FUSED_ELEMENTWISE_BYTES if engine.fused_elementwise else 1.0
 
 
 def _kernel_scale(op_list: list[Op], m: ModelSpec, engine: EngineProfile) -> float:

@@ -292,6 +292,11 @@ class EngineProfile(Spec):
     dequant_flops_per_weight: float = Field(
         ge=0, description="Extra FLOPs per weight element per token row for weight-only dequant.")
     fused_elementwise: bool = Field(description="Norm/rotary/activation fused into neighbours.")
+    elementwise_traffic: float | None = Field(
+        default=None, gt=0,
+        description="Bytes moved by norm/rotary/activation/residual kernels relative to one read "
+                    "and one write per tensor (fp32 upcasts and unfused chains move more); "
+                    "None: 0.5 if fused_elementwise else 1. Set by calibration.")
     supports_fp8: bool = Field(default=True, description="Engine has fp8 kernels.")
     source: str = Field(default="", description="Where the parameters come from.")
 

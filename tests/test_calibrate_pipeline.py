@@ -1,0 +1,142 @@
+"""The CPU pipeline end to end: `perfmodel calibrate run --device cpu --quick` (bench.py, then
+the fit) -> `perfmodel predict --profile` moves the held-out predictions toward the
+measurements. Also: no GPU, no torch, a failing bench, and atomic profile writes.
+
+The bench runs with one thread (OMP_NUM_THREADS=1): on a loaded 2-core CI machine,
+multi-threaded CPU steps jump between 1 ms and 100+ ms (OpenMP barriers spinning while
+another process holds the core); single-threaded ones repeat within ~20%.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+import yaml
+
+import perfmodel.cli.calibrate as cal_cli
+from perfmodel.calibration.raw import model_from_shape
+from perfmodel.cli import main
+from perfmodel.profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+H200_RAW = ROOT / "calibrate" / "data" / "raw-h200-sxm-20261129.json"
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    pytest.importorskip("torch")
+    d = tmp_path_factory.mktemp("calib")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OMP_NUM_THREADS", "1")
+    try:
+        import io
+        import sys
+        out, err = io.StringIO(), io.StringIO()
+        mp.setattr(sys, "stdout", out)
+        mp.setattr(sys, "stderr", err)
+        rc = main(["calibrate", "run", "--device", "cpu", "--quick", "--raw-out", str(d / "raw.json"),
+                   "--out", str(d / "cpu.yaml"), "--json"])
+    finally:
+        mp.undo()
+    assert rc == 0, err.getvalue()[-3000:]
+    return d, json.loads(out.getvalue())
+
+
+def _predict(capsys, args) -> dict:
+    capsys.readouterr()
+    assert main(["predict", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cpu_pipeline_predict_moves_toward_measurements(cpu_run, capsys):
+    d, doc = cpu_run
+    raw = json.loads((d / "raw.json").read_text())
+    hw = [Path(w) for w in doc["written"] if Path(w).parent.name == "hardware"]
+    assert len(hw) == 1 and (d / "cpu.yaml").is_file() and (d / "cpu.report.md").is_file()
+    model_yaml = d / "model.yaml"
+    model_yaml.write_text(yaml.safe_dump(model_from_shape(raw["e2e"]["model"]).model_dump(mode="json")))
+    held = [p for p in doc["report"]["points"] if p["held_out"]]
+    assert held, "the quick CPU run must leave held-out points"
+    cal_err, ds_err = [], []
+    for p in held:
+        args = ["--model", str(model_yaml), "--gpu", str(hw[0]), "--engine", p["engine"],
+                "--batch", str(p["batch"])]
+        if p["phase"] == "decode":
+            ctx = str(int(p["context"]))
+            args += ["--prompt", ctx, "--output", "2", "--context", ctx]
+            key = "decode_step_s"
+        else:
+            args += ["--prompt", str(p["new_tokens"]), "--output", "2"]
+            key = "prefill_s"
+        calibrated = _predict(capsys, args + ["--profile", str(d / "cpu.yaml")])[key]
+        datasheet = _predict(capsys, args)[key]
+        # the CLI with the written profile gives exactly what the fit reported
+        assert calibrated == pytest.approx(p["fitted_s"], rel=1e-6)
+        assert datasheet == pytest.approx(p["datasheet_s"], rel=1e-6)
+        cal_err.append(abs(calibrated / p["measured_s"] - 1))
+        ds_err.append(abs(datasheet / p["measured_s"] - 1))
+    assert statistics.median(cal_err) < statistics.median(ds_err)
+
+
+def test_cpu_profile_records_the_run(cpu_run):
+    d, doc = cpu_run
+    prof = load_profile(d / "cpu.yaml")
+    assert prof.gpu.startswith("cpu-") and prof.meta["device"] == "cpu"
+    assert prof.meta["torch"] and prof.meta["date"] and prof.meta["points"] > 0
+    assert prof.meta["fit_error"]["held_out"]["points"] == doc["report"]["held_out"]["points"]
+    assert "torch-eager" in prof.engines
+
+
+# ------------------------------------------------------------------ bad environments
+
+
+def test_no_gpu_suggests_device_cpu(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    rc = main(["calibrate", "run", "--device", "cuda", "--quick", "--raw-out",
+               str(tmp_path / "raw.json"), "--out", str(tmp_path / "p.yaml")])
+    assert rc == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("perfmodel calibrate: error:") and "--device cpu" in last
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_torch_missing_names_the_install(tmp_path, capsys, monkeypatch):
+    real = cal_cli.importlib.util.find_spec
+    monkeypatch.setattr(cal_cli.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+    rc = main(["calibrate", "run", "--device", "cpu", "--quick", "--raw-out", str(tmp_path / "r.json")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "pip install '.[calibrate]'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_bench_failure_is_one_clean_error(tmp_path, capsys):
+    pytest.importorskip("torch")
+    rc = main(["calibrate", "run", "--device", "cpu", "--quick", "--sections", "nonsense",
+               "--raw-out", str(tmp_path / "r.json")])
+    assert rc == 2
+    assert "calibrate/bench.py failed" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_interrupted_write_leaves_the_old_profile_whole(tmp_path, monkeypatch, capsys):
+    """The profile is replaced atomically: a failure while writing keeps the previous file."""
+    out = tmp_path / "h200.yaml"
+    assert main(["calibrate", "fit", str(H200_RAW), "--gpu", "h200-sxm", "--out", str(out)]) == 0
+    before = out.read_text()
+    real_replace = Path.replace
+
+    def failing_replace(self, target):
+        if Path(target) == out:
+            raise OSError("disk full (simulated)")
+        return real_replace(self, target)
+
+    monkeypatch.setattr(Path, "replace", failing_replace)
+    assert main(["calibrate", "fit", str(H200_RAW), "--gpu", "h200-sxm", "--out", str(out)]) == 2
+    assert "disk full" in capsys.readouterr().err
+    assert out.read_text() == before
+    assert load_profile(out).gpu == "h200-sxm"
