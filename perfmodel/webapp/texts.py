@@ -37,6 +37,11 @@ DEFINITIONS: dict[str, tuple[str, str, str]] = {   # id -> (label, unit, definit
                          "no implementation can take a decode step in less time."),
     "max_batch": ("Max batch", "sequences", "Largest batch whose weights + KV + activations + "
                   "reserve fit at this prompt + output length."),
+    "spec_tokens": ("Tokens per target step", "tokens", "Speculative decoding: mean tokens one "
+                    "target step yields, E = (1 - alpha^(gamma+1)) / (1 - alpha) with per-token "
+                    "acceptance alpha and gamma draft tokens (Leviathan et al. 2023)."),
+    "spec_speedup": ("Speculative speed-up", "x", "E x plain decode step / (verification of gamma+1 "
+                     "tokens + drafting + proposer overhead); below 1 past the break-even batch."),
     "usd_per_mtok": ("$ per million tokens", "USD", "GPU price per hour x GPUs / (3600 x output "
                      "tok/s) x 10^6."),
 }

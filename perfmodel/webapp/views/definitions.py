@@ -63,7 +63,7 @@ def render() -> None:
     st.title("Definitions")
     st.subheader("Metrics")
     st.table({"metric": [v[0] for v in DEFINITIONS.values()],
-              "unit": [v[1] or "-" for v in DEFINITIONS.values()],
+              "unit": [v[1] or "label" for v in DEFINITIONS.values()],
               "definition": [v[2] for v in DEFINITIONS.values()]})
     st.subheader("Bound regimes")
     for name, text in BOUNDS.items():
