@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 exec .venv/bin/streamlit run app.py --server.port 8501 --server.address localhost \
+  --server.fileWatcherType none --server.maxUploadSize 5 \
   --server.headless true --browser.gatherUsageStats false
