@@ -102,6 +102,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     gpu = 0.0
     compute_sum = memory_sum = 0.0
     kernels = 0.0
+    moved_sum = 0.0
     for op in op_list:
         c = op.cost
         k = c.kernels * (kscale if op.per_layer else 1.0)
@@ -121,11 +122,14 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
             act = c.act_bytes * (_elementwise_traffic(engine) if op.kind == "elementwise" else 1.0)
             compute = c.flops / vector_peak
             memory = (c.weight_bytes + act) / bw
+        # bytes this op actually moves (fused or upcast elementwise chains differ from the list)
+        moved = c.bytes if op.kind != "elementwise" else c.weight_bytes + act
+        moved_sum = moved_sum + moved
         t = np.maximum(compute, memory) + k * eff.kernel_s
         compute_sum = compute_sum + np.where(compute >= memory, t, 0.0)
         memory_sum = memory_sum + np.where(compute >= memory, 0.0, t)
         gpu = gpu + t
-        times.append(OpTime(op.name, op.kind, t, compute, memory, c.flops, c.bytes))
+        times.append(OpTime(op.name, op.kind, t, compute, memory, c.flops, moved))
 
     comm_sum = 0.0
     for name, t in comm_times(m, hw, eff, dep, B * T):
@@ -138,7 +142,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     work = total(op_list)
     bound = _bound(compute_sum, memory_sum, comm_sum, cpu, gpu)
     return StepEstimate(time_s=step, gpu_s=gpu, cpu_s=cpu + engine.cpu_overhead_per_step_s,
-                        flops=work.flops, bytes=work.bytes, compute_dtype=dtype, bound=bound,
+                        flops=work.flops, bytes=moved_sum, compute_dtype=dtype, bound=bound,
                         ops=times, warnings=warnings)
 
 
@@ -169,9 +173,13 @@ def _bound(compute, memory, comm, cpu, gpu):
 
 def roofline_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S,
                      dep: Deployment | None = None) -> object:
-    """The unbeatable floor: max(all bytes / peak bandwidth, all FLOPs / peak compute),
-    with the fastest dtype the chip has for this precision."""
+    """The unbeatable floor: max(bytes / peak bandwidth, all FLOPs / peak compute), with the
+    fastest dtype the chip has and elementwise intermediates assumed fused away."""
     dep = dep or Deployment()
-    work: OpCost = total(shard(ops(m, p, B, T, S, attention="flash"), m, dep))
+    op_list = shard(ops(m, p, B, T, S, attention="flash"), m, dep)
+    work: OpCost = total(op_list)
+    # perfect fusion: elementwise intermediates never reach memory
+    fusable = sum((op.cost.act_bytes for op in op_list if op.kind == "elementwise"), 0.0)
     fastest = max(hw.peak_flops_per_s.values())
-    return np.maximum(work.bytes / hw.memory_bandwidth_bytes_per_s, work.flops / fastest)
+    return np.maximum((work.bytes - fusable) / hw.memory_bandwidth_bytes_per_s,
+                      work.flops / fastest)
