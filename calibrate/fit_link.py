@@ -30,6 +30,7 @@ from perfmodel.api import resolve  # noqa: E402
 from perfmodel.efficiency import default_efficiency  # noqa: E402
 from perfmodel.errors import PerfModelError  # noqa: E402
 from perfmodel.hardware import load_gpu  # noqa: E402
+from perfmodel.parallel import allreduce_hops  # noqa: E402
 from perfmodel.predict import request_times  # noqa: E402
 from perfmodel.profile import Profile, save_profile  # noqa: E402
 
@@ -45,14 +46,15 @@ def allreduce_points(raw: dict, curve: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def model_s(nbytes, p: int, link_bw: float, eff: float, latency_s: float):
-    return 2 * (p - 1) / p * nbytes / (link_bw * eff) + 2 * (p - 1) * latency_s
+    """perfmodel.parallel.allreduce_s with the link's figures as arguments."""
+    return 2 * (p - 1) / p * nbytes / (link_bw * eff) + allreduce_hops(p) * latency_s
 
 
 def fit_allreduce(nbytes, seconds, p: int, link_bw: float) -> tuple[float, float]:
     """(eff.link <= 1, latency_s >= 0) minimising sum (log model - log measured)^2.
 
     t = a*b + c is fitted on a log grid of (a, c), refined four times around the best point;
-    eff = 2(p-1)/p / (a * link_bw), latency = c / (2(p-1)).
+    eff = 2(p-1)/p / (a * link_bw), latency = c / allreduce_hops(p).
     """
     b, t = np.asarray(nbytes, float), np.asarray(seconds, float)
     a_lo = 2 * (p - 1) / p / link_bw                      # eff = 1: the fastest allowed slope
@@ -66,7 +68,7 @@ def fit_allreduce(nbytes, seconds, p: int, link_bw: float) -> tuple[float, float
         da, dc = (la[1] - la[0]) * 2, (lc[1] - lc[0]) * 2
         la = np.linspace(max(np.log(a) - da, np.log(a_lo)), np.log(a) + da, 81)
         lc = np.linspace(np.log(c) - dc, np.log(c) + dc, 81)
-    return 2 * (p - 1) / p / (a * link_bw), c / (2 * (p - 1))
+    return 2 * (p - 1) / p / (a * link_bw), c / allreduce_hops(p)
 
 
 def errors(pred, meas) -> dict:

@@ -2,7 +2,7 @@
 
 TP splits weights, heads and KV over p GPUs (KV heads are replicated when K < p) and adds
 two all-reduces of B*T*D activations per layer (Megatron-LM, Shoeybi et al. 2019).
-Ring all-reduce: 2(p-1)/p * bytes / link_bw + 2(p-1) * latency (NCCL docs, "ring").
+All-reduce: 2(p-1)/p * bytes / link_bw + 2*ceil(log2 p) * latency (ring bandwidth, tree latency).
 EP spreads routed experts; the MoE layer's all-reduce becomes a dispatch and a combine
 all-to-all of k*M*D activations: (p-1)/p * bytes / link_bw + (p-1) * latency each.
 PP splits layers into stages; its effect on batching is handled in predict.py.
@@ -10,6 +10,7 @@ PP splits layers into stages; its effect on batching is handled in predict.py.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -71,11 +72,19 @@ def link_for(hw: HardwareSpec, dep: Deployment) -> LinkSpec:
 
 
 def allreduce_s(nbytes, p: int, link: LinkSpec, eff: Efficiency):
-    """Ring all-reduce of nbytes over p GPUs."""
+    """All-reduce of nbytes over p GPUs: the ring's bandwidth term 2(p-1)/p * bytes / bw and
+    the latency of NCCL's tree (or recursive-doubling) schedule for the small messages of
+    decode, 2*ceil(log2 p) hops (NCCL docs: tree latency is logarithmic in p; for p = 2 both
+    schedules take 2 hops, which the 2 x H200 measurement fits: calibrate/NCCL_NOTES.md)."""
     if p <= 1:
         return 0.0 * nbytes
     bw = link.bandwidth_bytes_per_s * eff.link
-    return 2 * (p - 1) / p * nbytes / bw + 2 * (p - 1) * link.latency_s
+    return 2 * (p - 1) / p * nbytes / bw + allreduce_hops(p) * link.latency_s
+
+
+def allreduce_hops(p: int) -> int:
+    """Latency steps of a small all-reduce over p GPUs: 2*ceil(log2 p) (tree / doubling)."""
+    return 2 * math.ceil(math.log2(p)) if p > 1 else 0
 
 
 def alltoall_s(nbytes, p: int, link: LinkSpec, eff: Efficiency):

@@ -74,13 +74,13 @@ def comm_s(est) -> float:
     return sum(o.time_s for o in est.ops if o.kind == "comm")
 
 
-def test_link_latency_adds_exactly_its_ring_steps():
-    """Two all-reduces per layer, each 2(p-1) latencies: 32 layers * 2 * 2(p-1) * delta."""
+def test_link_latency_adds_exactly_its_latency_steps():
+    """Two all-reduces per layer, each 2*ceil(log2 p) latencies: 32 layers * 2 * 4 * delta."""
     base = predict_request("llama-3.1-8b", "h200-sxm", engine="vllm", tp=4, batch=8)
     prof = Profile(gpu="h200-sxm", link_latency_s=20e-6)
     slow = predict_request("llama-3.1-8b", "h200-sxm", engine="vllm", tp=4, batch=8, profile=prof)
     delta = 20e-6 - load_gpu("h200-sxm").intra_node_link.latency_s
-    assert comm_s(slow) - comm_s(base) == pytest.approx(32 * 2 * 2 * 3 * delta)
+    assert comm_s(slow) - comm_s(base) == pytest.approx(32 * 2 * 4 * delta)
     assert slow.tpot_s > base.tpot_s
 
 
