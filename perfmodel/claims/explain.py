@@ -300,7 +300,8 @@ def _rank(found):
 
 def _verdict(combos, phys: physics.Physics, claim: float) -> tuple[str, str]:
     verdicts = [c.verdict for c, _ in combos]
-    note = f" ({phys.statement})" if phys.beyond else ""
+    note = (f"; on the baseline's own GPUs and model it is out of reach, so the combination "
+            f"must change the model or the hardware ({phys.statement})") if phys.beyond else ""
     if PLAUSIBLE in verdicts:
         c = next(c for c, _ in combos if c.verdict == PLAUSIBLE)
         return PLAUSIBLE, f"{claim:.3g}x is reached by {' + '.join(c.moves)}{note}"
