@@ -370,7 +370,7 @@ def test_cli_gpus_table(capsys):
     assert main(["gpus"]) == 0
     out = capsys.readouterr().out
     header = out.splitlines()[0]
-    for column in ("id", "mem GB", "BW TB/s", "bf16 TFLOPS", "fp8 TFLOPS", "TDP W", "$/h"):
+    for column in ("id", "mem GiB", "BW TB/s", "bf16 TFLOPS", "fp8 TFLOPS", "TDP W", "$/h"):
         assert column in header
     line = next(l for l in out.splitlines() if l.startswith("h100-sxm "))
     assert "3.35" in line and "989" in line and "1979" in line and "2.49" in line

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from pydantic import ValidationError
@@ -53,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"perfmodel {args.command}: error: {pydantic_message(exc)}\n")
     except PerfModelError as exc:
         sys.stderr.write(f"perfmodel {args.command}: error: {exc}\n")
+    except BrokenPipeError:  # e.g. `perfmodel models | head`: the reader left, nothing to say
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
     except (OSError, KeyboardInterrupt) as exc:
         sys.stderr.write(f"perfmodel {args.command}: error: {exc}\n")
     return 2

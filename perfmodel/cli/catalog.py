@@ -105,7 +105,7 @@ def _gpu_row(g: HardwareSpec) -> dict[str, Any]:
     return {
         "id": g.id,
         "name": g.name,
-        "mem GB": _num(units.gb(g.memory_bytes), ".0f"),
+        "mem GiB": _num(units.gib(g.memory_bytes), ".0f"),
         "BW TB/s": _num(g.memory_bandwidth_bytes_per_s / units.TB, ".2f"),
         "bf16 TFLOPS": _peak(g, "bf16"),
         "fp8 TFLOPS": _peak(g, "fp8"),
