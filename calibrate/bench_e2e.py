@@ -1,154 +1,27 @@
 """End-to-end timing of a random-weight Llama-shaped model in plain torch, for calibrate/bench.py.
 
-torch + the standard library only. The model is written out here (RMSNorm, rotary, GQA
-attention over a preallocated KV cache, SwiGLU MLP, lm_head on the last position, argmax) so
-that it runs eagerly, as one captured CUDA graph per decode step, or with each layer
-(and the head) under torch.compile. fp8 linears are per-tensor scaled torch._scaled_mm with a
-static activation scale of 1 (weights keep a per-tensor scale); lm_head stays bf16.
-Also times Hugging Face generate() on a randomly initialised LlamaForCausalLM when
-transformers is importable. The record fields are documented in bench.py.
+torch + the standard library only. The model (bench_model.py) runs eagerly, as one captured
+CUDA graph per step, or with each layer (and the head) under torch.compile, in bf16 and fp8.
+Hugging Face generate() is timed by bench_hf.py. The record fields are documented in bench.py.
 """
 from __future__ import annotations
 
-import gc
-import statistics
 import time
 
 import torch
-import torch.nn.functional as F
 
-LLAMA_8B = {"name": "llama-3.1-8b-shape", "num_layers": 32, "d_model": 4096, "num_heads": 32,
-            "num_kv_heads": 8, "head_dim": 128, "ffn_dim": 14336, "vocab_size": 128256,
-            "tied_embeddings": False, "rope_theta": 500000.0}
-TINY = {"name": "tiny-llama-shape", "num_layers": 2, "d_model": 256, "num_heads": 4,
-        "num_kv_heads": 2, "head_dim": 64, "ffn_dim": 512, "vocab_size": 1024,
-        "tied_embeddings": False, "rope_theta": 500000.0}
+from bench_model import (FP8, LLAMA_8B, TINY, LlamaShaped, head_forward,
+                         kv_bytes_per_token, layer_forward, weight_bytes)
+from bench_timing import capture_graph
+
 FULL_PLAN = {"batches": (1, 8, 32, 64), "contexts": (512, 4096),
              "prefills": ((1, 128), (1, 512), (1, 2048), (8, 512)),
              "hf_batches": (1, 8), "hf_prompt": 512, "hf_new": 64}
 QUICK_PLAN = {"batches": (1, 2), "contexts": (32, 64), "prefills": ((1, 16), (1, 32), (2, 16)),
               "hf_batches": (1, 2), "hf_prompt": 16, "hf_new": 8}
-BF16 = torch.bfloat16
-FP8 = getattr(torch, "float8_e4m3fn", None)
-
-
-# ----------------------------------------------------------------------------- the model
-
-def rms_norm(x, w, eps: float = 1e-5):
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
-
-
-def linear(x, w):
-    """bf16 weight [out, in], or fp8 (weight [out, in], weight scale, activation scale)."""
-    if not isinstance(w, tuple):
-        return F.linear(x, w)
-    wq, w_scale, x_scale = w
-    x2 = x.reshape(-1, x.shape[-1]).to(FP8)
-    y = torch._scaled_mm(x2, wq.t(), scale_a=x_scale, scale_b=w_scale, out_dtype=BF16)
-    return y.view(*x.shape[:-1], y.shape[-1])
-
-
-def out_features(w) -> int:
-    return (w[0] if isinstance(w, tuple) else w).shape[0]
-
-
-def rope(x, cos, sin):
-    """x [B, T, heads, H]; cos, sin [T, H/2]; rotate-half form (as in HF Llama)."""
-    x1, x2 = x.chunk(2, dim=-1)
-    c, s = cos[:, None, :], sin[:, None, :]
-    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
-
-
-def layer_forward(x, w, kc, vc, cos, sin, pos: int):
-    """One decoder layer; writes K, V at [pos, pos+T) and attends over [0, pos+T)."""
-    attn_norm, wqkv, wo, mlp_norm, wgu, wdown = w
-    B, T, _ = x.shape
-    K, H = kc.shape[1], kc.shape[3]
-    kv_dim = K * H
-    q_dim = out_features(wqkv) - 2 * kv_dim
-    q, k, v = linear(rms_norm(x, attn_norm), wqkv).split((q_dim, kv_dim, kv_dim), dim=-1)
-    q = rope(q.view(B, T, q_dim // H, H), cos, sin).transpose(1, 2)
-    kc[:, :, pos:pos + T] = rope(k.view(B, T, K, H), cos, sin).transpose(1, 2)
-    vc[:, :, pos:pos + T] = v.view(B, T, K, H).transpose(1, 2)
-    o = F.scaled_dot_product_attention(q, kc[:, :, :pos + T], vc[:, :, :pos + T],
-                                       is_causal=T > 1, enable_gqa=True)
-    x = x + linear(o.transpose(1, 2).reshape(B, T, q_dim), wo)
-    gate, up = linear(rms_norm(x, mlp_norm), wgu).chunk(2, dim=-1)
-    return x + linear(F.silu(gate) * up, wdown)
-
-
-def head_forward(x, norm_w, lm_head):
-    """Final norm, lm_head and greedy pick on the last position only: [B, D] -> [B]."""
-    return F.linear(rms_norm(x, norm_w), lm_head).argmax(dim=-1)
-
-
-class LlamaShaped:
-    def __init__(self, shape: dict, device: str, max_batch: int, max_len: int):
-        D, N, K = shape["d_model"], shape["num_heads"], shape["num_kv_heads"]
-        H, Fd, V, L = shape["head_dim"], shape["ffn_dim"], shape["vocab_size"], shape["num_layers"]
-
-        def weight(n_out, n_in):
-            return torch.randn(n_out, n_in, device=device, dtype=BF16).mul_(n_in ** -0.5)
-
-        def norm(n):
-            return torch.randn(n, device=device, dtype=BF16).mul_(0.1).add_(1.0)
-
-        self.embed = torch.randn(V, D, device=device, dtype=BF16)
-        self.layers = [(norm(D), weight((N + 2 * K) * H, D), weight(D, N * H), norm(D),
-                        weight(2 * Fd, D), weight(D, Fd)) for _ in range(L)]
-        self.norm, self.lm_head = norm(D), weight(V, D)
-        cache = (max_batch, K, max_len, H)
-        self.k_cache = [torch.randn(cache, device=device, dtype=BF16) for _ in range(L)]
-        self.v_cache = [torch.randn(cache, device=device, dtype=BF16) for _ in range(L)]
-        inv = 1.0 / shape["rope_theta"] ** (torch.arange(0, H, 2, device=device).float() / H)
-        ang = torch.outer(torch.arange(max_len, device=device).float(), inv)
-        self.cos, self.sin = ang.cos().to(BF16), ang.sin().to(BF16)
-
-    def forward(self, tokens, pos: int, layer_fn=layer_forward, head_fn=head_forward):
-        B, T = tokens.shape
-        x = F.embedding(tokens, self.embed)
-        cos, sin = self.cos[pos:pos + T], self.sin[pos:pos + T]
-        for w, kc, vc in zip(self.layers, self.k_cache, self.v_cache):
-            x = layer_fn(x, w, kc[:B], vc[:B], cos, sin, pos)
-        return head_fn(x[:, -1], self.norm, self.lm_head)
-
-    def to_fp8(self) -> None:
-        """Replace the four linears of every layer by per-tensor scaled e4m3 weights."""
-        one = torch.ones((), device=self.embed.device, dtype=torch.float32)
-
-        def quant(w):
-            scale = (w.abs().amax().float() / 448.0).clamp(min=1e-12)
-            return ((w.float() / scale).to(FP8), scale, one)
-        self.layers = [(a, quant(qkv), quant(o), m, quant(gu), quant(d))
-                       for a, qkv, o, m, gu, d in self.layers]
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def weight_bytes(shape: dict) -> int:
-    D, N, K, H = shape["d_model"], shape["num_heads"], shape["num_kv_heads"], shape["head_dim"]
-    per_layer = (N + 2 * K) * H * D + D * N * H + 3 * D * shape["ffn_dim"] + 2 * D
-    return 2 * (shape["num_layers"] * per_layer + 2 * shape["vocab_size"] * D + D)
-
-
-def kv_bytes_per_token(shape: dict) -> int:
-    return 2 * shape["num_layers"] * shape["num_kv_heads"] * shape["head_dim"] * 2
-
-
-def capture_graph(fn, keep_graph: bool = False):
-    """Warm fn up on a side stream, capture one call; returns (graph, its output)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph(keep_graph=True) if keep_graph else torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    return graph, out
-
 
 def graph_work_nodes(graph) -> int:
     """Kernel, memset and memcpy nodes of a CUDA graph captured with keep_graph=True."""
@@ -376,81 +249,3 @@ def run_fp8(ctx, model, shape, dec, records, skipped) -> None:
     run_points(ctx, model, shape, "graph", "fp8_e4m3", dec, graph_maker(ctx, model),
                records, skipped)
     copy_kernels(records, "fp8_e4m3")
-
-
-# ----------------------------------------------------------------------------- Hugging Face
-
-def build_hf(shape, device):
-    from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig(vocab_size=shape["vocab_size"], hidden_size=shape["d_model"],
-                      intermediate_size=shape["ffn_dim"], num_hidden_layers=shape["num_layers"],
-                      num_attention_heads=shape["num_heads"],
-                      num_key_value_heads=shape["num_kv_heads"], head_dim=shape["head_dim"],
-                      max_position_embeddings=8192, rope_theta=shape["rope_theta"],
-                      tie_word_embeddings=False)
-    with torch.device(device):
-        try:
-            model = LlamaForCausalLM._from_config(cfg, dtype=BF16)
-        except TypeError:  # transformers < 4.56 names it torch_dtype
-            model = LlamaForCausalLM._from_config(cfg, torch_dtype=BF16)
-    return model.to(device=device, dtype=BF16).eval()
-
-
-def hf_generate_times(ctx, model, batch, prompt, new):
-    """Median seconds of generate() with 1 and with `new` new tokens (greedy, fixed length)."""
-    ids = torch.randint(0, model.config.vocab_size, (batch, prompt), device=ctx.device)
-    mask = torch.ones_like(ids)
-
-    def gen(n):
-        ctx.timer.sync()
-        t0 = time.perf_counter()
-        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n,
-                       do_sample=False, pad_token_id=0)
-        ctx.timer.sync()
-        return time.perf_counter() - t0
-    gen(4)
-    gc.collect()
-    gc.disable()  # as in bench.Timer
-    try:
-        t_one = statistics.median(gen(1) for _ in range(3))
-        t_new = statistics.median(gen(new) for _ in range(2))
-    finally:
-        gc.enable()
-    return t_one, t_new
-
-
-def run_hf(ctx) -> dict:
-    shape = TINY if ctx.quick else LLAMA_8B
-    plan = QUICK_PLAN if ctx.quick else FULL_PLAN
-    records, skipped = [], []
-    try:
-        import transformers
-        transformers.logging.set_verbosity_error()
-        model = build_hf(shape, ctx.device)
-    except Exception as exc:
-        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        skipped.append({"what": "hf_generate", "reason": reason})
-        ctx.log(f"[hf_generate] skipped: {reason}")
-        return {"model": shape, "records": records, "skipped": skipped}
-    prompt, new = plan["hf_prompt"], plan["hf_new"]
-    for B in plan["hf_batches"]:
-        try:
-            with torch.inference_mode():
-                t_one, t_new = hf_generate_times(ctx, model, B, prompt, new)
-        except Exception as exc:
-            skipped.append({"what": f"hf_generate B={B}", "reason": f"{type(exc).__name__}: {exc}"[:300]})
-            continue
-        per_token = (t_new - t_one) / (new - 1)
-        dec = e2e_record(shape, "hf_generate", "bf16", "decode", B, prompt, None, 1,
-                         {"seconds": per_token, "reps": 2})
-        dec["generated_tokens"] = new
-        pre = e2e_record(shape, "hf_generate", "bf16", "prefill", B, 0, prompt, prompt,
-                         {"seconds": t_one, "reps": 3})
-        pre["generated_tokens"] = 1
-        records += [dec, pre]
-        ctx.log(f"[hf_generate B={B} prompt={prompt}] {per_token * 1e3:.2f} ms/token, "
-                f"generate(1) {t_one * 1e3:.1f} ms")
-    del model
-    ctx.free_memory()
-    return {"model": shape, "records": records, "skipped": skipped}
-

@@ -30,19 +30,17 @@ JSON (schema_version 1), written by rank 0 after every section; sizes in bytes, 
         (2 per layer under TP), allreduce_bytes (B*D*2, one message), reps, inner.
         The TP model is Megatron-split: q/kv heads, ffn and the vocabulary over p ranks;
         embeddings replicated; logits stay sharded (argmax per shard, no gather).
+
+Modules next to this script (torch + the standard library as well): bench_env (environment,
+JSON file), bench_timing (CUDA graph capture), bench_tp + bench_model (the TP decode).
 """
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
-import json
 import math
 import os
-import platform
-import socket
 import statistics
-import subprocess
 import sys
 import time
 
@@ -52,31 +50,19 @@ for _k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISA
 try:
     import torch
     import torch.distributed as dist
-    import torch.nn.functional as F
 except ImportError:
     torch = None
 
-LLAMA_8B = {"name": "llama-3.1-8b-shape", "num_layers": 32, "d_model": 4096, "num_heads": 32,
-            "num_kv_heads": 8, "head_dim": 128, "ffn_dim": 14336, "vocab_size": 128256,
-            "rope_theta": 500000.0}
-TINY = {"name": "tiny-llama-shape", "num_layers": 2, "d_model": 256, "num_heads": 4,
-        "num_kv_heads": 2, "head_dim": 64, "ffn_dim": 512, "vocab_size": 1024, "rope_theta": 1e4}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_env import log_rank0 as log  # noqa: E402
+from bench_env import nccl_env_section, one_line, write_json  # noqa: E402
+from bench_timing import capture_replay  # noqa: E402
+
 AR_SIZES = [2**k for k in range(13, 30)]            # 8 KiB .. 512 MiB
 AR_GRAPH_SIZES = [2**k for k in range(13, 23)]      # 8 KiB .. 4 MiB
 AG_SIZES = [2**20, 2**24, 2**27]                    # 1, 16, 128 MiB
 SMOKE_SIZES = [2**13, 2**15]
-BATCHES, CONTEXTS = (1, 8, 32, 64), (512, 4096)
 BF16 = None if torch is None else torch.bfloat16
-
-
-def log(msg: str) -> None:
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(msg, file=sys.stderr, flush=True)
-
-
-def one_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
 
 
 class Ctx:
@@ -132,36 +118,6 @@ class Ctx:
         return {"seconds": max(ranks), "seconds_per_rank": ranks, "reps": reps, "inner": inner}
 
 
-# ----------------------------------------------------------------------------- env
-
-def env_section(ctx: Ctx) -> dict:
-    def sh(cmd):
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
-        except (OSError, subprocess.SubprocessError) as exc:
-            return f"unavailable: {one_line(exc)}"
-    nccl = None
-    if ctx.cuda:
-        try:
-            v = torch.cuda.nccl.version()
-            nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-        except Exception as exc:  # noqa: BLE001 -- recorded, not fatal
-            nccl = f"unavailable: {one_line(exc)}"
-    return {"torch_version": torch.__version__, "cuda_version": torch.version.cuda,
-            "nccl_version": nccl, "python_version": platform.python_version(),
-            "hostname": socket.gethostname(),
-            "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "gpu_names": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-            if ctx.cuda else [],
-            "driver_version": sh(["nvidia-smi", "--query-gpu=driver_version",
-                                  "--format=csv,noheader"]).splitlines()[:1] if ctx.cuda else None,
-            "topo": sh(["nvidia-smi", "topo", "-m"]) if ctx.cuda else None,
-            "cpu_count": os.cpu_count(),
-            "multicast_env": {k: os.environ.get(k) for k in
-                              ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-                               "NVSHMEM_DISABLE_NVLS")}}
-
-
 # ----------------------------------------------------------------------------- collectives
 
 def plan(nbytes: int) -> tuple[int, int]:
@@ -188,7 +144,7 @@ def allreduce_section(ctx: Ctx, sizes, graph: bool) -> dict:
         x.normal_()
         try:
             if graph:
-                fn = capture(ctx, lambda: [dist.all_reduce(x) for _ in range(inner)])
+                fn = capture_replay(lambda: [dist.all_reduce(x) for _ in range(inner)])
                 t = ctx.time(fn, 1, reps, refill=x.normal_)
                 t["seconds"] /= inner
                 t["seconds_per_rank"] = [s / inner for s in t["seconds_per_rank"]]
@@ -229,145 +185,7 @@ def gather_a2a_section(ctx: Ctx, sizes, op: str) -> dict:
     return {"records": records, "skipped": skipped}
 
 
-def capture(ctx: Ctx, body):
-    """body() captured in one CUDA graph (after a warm-up on a side stream); returns replay."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            body()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, capture_error_mode="thread_local"):
-        body()
-    torch.cuda.synchronize()
-    return g.replay
-
-
-# ----------------------------------------------------------------------------- TP decode
-
-def rms_norm(x, w, eps: float = 1e-5):
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
-
-
-def rope(x, cos, sin):
-    x1, x2 = x.chunk(2, dim=-1)
-    c, s = cos[:, None, :], sin[:, None, :]
-    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
-
-
-class TPLlama:
-    """Random-weight Llama-shaped decoder, rank `rank` of a Megatron split over p ranks."""
-
-    def __init__(self, shape, p, device, max_batch, max_len):
-        H, D = shape["head_dim"], shape["d_model"]
-        self.p, self.H = p, H
-        self.heads = shape["num_heads"] // p
-        self.kvh = max(1, shape["num_kv_heads"] // p)
-        ffn = shape["ffn_dim"] // p
-
-        def w(*dims):
-            return torch.empty(*dims, dtype=BF16, device=device).normal_(0, 0.02)
-        self.embed = w(shape["vocab_size"], D)
-        self.layers = [(torch.ones(D, dtype=BF16, device=device), w((self.heads + 2 * self.kvh) * H, D),
-                        w(D, self.heads * H), torch.ones(D, dtype=BF16, device=device),
-                        w(2 * ffn, D), w(D, ffn)) for _ in range(shape["num_layers"])]
-        self.norm = torch.ones(D, dtype=BF16, device=device)
-        self.lm_head = w(shape["vocab_size"] // p, D)
-        kv = (max_batch, self.kvh, max_len, H)
-        self.kc = [torch.empty(kv, dtype=BF16, device=device).normal_() for _ in self.layers]
-        self.vc = [torch.empty(kv, dtype=BF16, device=device).normal_() for _ in self.layers]
-        inv = 1.0 / (shape["rope_theta"] ** (torch.arange(0, H, 2, device=device).float() / H))
-        ang = torch.outer(torch.arange(max_len, device=device).float(), inv)
-        self.cos, self.sin = ang.cos().to(BF16), ang.sin().to(BF16)
-        self.comm = True
-
-    def reduce(self, y):
-        if self.p > 1 and self.comm:
-            dist.all_reduce(y)
-        return y
-
-    def step(self, tokens, pos: int):
-        B = tokens.shape[0]
-        x = self.embed[tokens]                                   # [B, 1, D]
-        cos, sin = self.cos[pos:pos + 1], self.sin[pos:pos + 1]
-        qd, kd = self.heads * self.H, self.kvh * self.H
-        for (an, wqkv, wo, mn, wgu, wd), kc, vc in zip(self.layers, self.kc, self.vc):
-            q, k, v = F.linear(rms_norm(x, an), wqkv).split((qd, kd, kd), dim=-1)
-            q = rope(q.view(B, 1, self.heads, self.H), cos, sin).transpose(1, 2)
-            kc[:B, :, pos:pos + 1] = rope(k.view(B, 1, self.kvh, self.H), cos, sin).transpose(1, 2)
-            vc[:B, :, pos:pos + 1] = v.view(B, 1, self.kvh, self.H).transpose(1, 2)
-            o = F.scaled_dot_product_attention(q, kc[:B, :, :pos + 1], vc[:B, :, :pos + 1],
-                                               enable_gqa=True)
-            x = x + self.reduce(F.linear(o.transpose(1, 2).reshape(B, 1, qd), wo))
-            gate, up = F.linear(rms_norm(x, mn), wgu).chunk(2, dim=-1)
-            x = x + self.reduce(F.linear(F.silu(gate) * up, wd))
-        return F.linear(rms_norm(x[:, -1], self.norm), self.lm_head).argmax(-1)
-
-
-def decode_section(ctx: Ctx, tp: int) -> dict:
-    shape = TINY if ctx.args.smoke else LLAMA_8B
-    batches = (1, 2) if ctx.args.smoke else BATCHES
-    contexts = (16, 32) if ctx.args.smoke else CONTEXTS
-    records, skipped = [], []
-    model = TPLlama(shape, tp, ctx.dev, max(batches), max(contexts) + 1)
-    tokens = torch.randint(0, shape["vocab_size"], (max(batches), 1), device=ctx.dev)
-    modes = ["graph", "graph_nocomm", "eager"] if ctx.cuda else ["eager"]
-    if tp == 1:
-        modes = [m for m in modes if m != "graph_nocomm"]
-    for B in batches:
-        for S in contexts:
-            for mode in modes:
-                if ctx.out_of_time():
-                    skipped.append({"what": f"{mode} B={B} S={S}", "reason": "time budget"})
-                    continue
-                model.comm = mode != "graph_nocomm"
-                tok = tokens[:B]
-                fn = lambda tok=tok, S=S: model.step(tok, S)  # noqa: E731
-                try:
-                    if mode.startswith("graph"):
-                        t = ctx.time(capture(ctx, fn), 5, 8)
-                    else:
-                        t = ctx.time(fn, 3, 5)
-                except (RuntimeError, torch.OutOfMemoryError) as exc:
-                    skipped.append({"what": f"{mode} B={B} S={S}", "reason": one_line(exc)})
-                    continue
-                finally:
-                    ctx.sync()
-                    gc.collect()
-                    if ctx.cuda:
-                        torch.cuda.empty_cache()
-                records.append({"mode": mode, "tp": tp, "batch": B, "context": S, **t,
-                                "tokens_per_s": B / t["seconds"],
-                                "allreduces_per_step": 2 * shape["num_layers"] if tp > 1 and model.comm else 0,
-                                "allreduce_bytes": B * shape["d_model"] * 2})
-                log(f"  decode tp={tp} {mode:12s} B={B:3d} S={S:5d} {t['seconds'] * 1e3:8.3f} ms")
-    model.comm = True
-    return {"model": shape, "records": records, "skipped": skipped}
-
-
 # ----------------------------------------------------------------------------- main
-
-def finite(obj):
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
-
-
-def write_json(path: str, result: dict) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(finite(result), f, indent=1, allow_nan=False)
-        f.write("\n")
-    os.replace(tmp, path)
-
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -401,6 +219,7 @@ def check_setup(args) -> str | None:
 
 
 def run_sections(ctx: Ctx, args, result) -> None:
+    from bench_tp import decode_section
     smoke = args.smoke
     runners = {
         "allreduce": lambda: allreduce_section(ctx, SMOKE_SIZES if smoke else AR_SIZES, False),
@@ -443,7 +262,7 @@ def main(argv=None) -> int:
     ctx = Ctx(args)
     result = {"schema_version": 1, "complete": False, "world_size": ctx.p,
               "backend": dist.get_backend(), "args": vars(args), "sections_run": ["env"],
-              "env": env_section(ctx)}
+              "env": nccl_env_section(ctx.cuda)}
     log(f"[env] {result['env']['gpu_names']} nccl {result['env']['nccl_version']} p={ctx.p}")
     try:
         run_sections(ctx, args, result)

@@ -4,7 +4,6 @@ metric, checks the URL follows, and saves a screenshot under the test's tmp_path
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from servers import free_port, stop, wait_until_up
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -21,12 +21,6 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
 
 sync_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="/usr/bin/chromium is missing")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def streamlit_cmd() -> list[str]:
@@ -46,26 +40,17 @@ def server(tmp_path):
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError("streamlit did not start: " + (tmp_path / "server.log").read_text()[-2000:])
-            time.sleep(0.3)
+        wait_until_up(proc, lambda: health_ok(url), name="streamlit", log=tmp_path / "server.log",
+                      timeout_s=60)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         log.close()
+
+
+def health_ok(url: str) -> bool:
+    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+        return r.status == 200
 
 
 def metric_value(page, label: str) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,7 @@ torch = pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).parent))
 from gguf_tiny import random_llama_bytes, vocabulary, write_random_llama  # noqa: E402
+from servers import free_port, stop, wait_until_up  # noqa: E402
 
 from perfmodel.api import predict_request  # noqa: E402
 from perfmodel.efficiency import default_efficiency  # noqa: E402
@@ -52,12 +52,6 @@ def cpu_vendor() -> str | None:
     return "amd" if "AuthenticAMD" in text else "intel" if "GenuineIntel" in text else None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def serve_and_measure(model_path: Path, tmp: Path) -> float:
     """Start llama_cpp.server (1 thread), warm it up, bench-endpoint at concurrency 1: TPOT p50."""
     port = free_port()
@@ -69,18 +63,10 @@ def serve_and_measure(model_path: Path, tmp: Path) -> float:
         stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited: {(tmp / 'server.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=2, trust_env=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("llama_cpp.server did not answer /v1/models in time")
-            time.sleep(0.3)
+        wait_until_up(proc, lambda: httpx.get(f"{url}/models", timeout=2,
+                                              trust_env=False).status_code == 200,
+                      name="llama_cpp.server", log=tmp / "server.log", timeout_s=60,
+                      errors=(httpx.HTTPError,))
         # one request first, so page-faulting the weights in is not timed
         httpx.post(f"{url}/completions", json={"model": "random", "prompt": "warm up",
                                                "max_tokens": 4}, timeout=60, trust_env=False)
@@ -88,12 +74,7 @@ def serve_and_measure(model_path: Path, tmp: Path) -> float:
                                            prompt_tokens=16, max_tokens=OUTPUT_TOKENS,
                                            request_timeout_s=60, max_seconds=120))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         log.close()
     stats = run.levels[0].stats
     assert stats.ok == 4 and stats.output_tokens_total == 4 * OUTPUT_TOKENS

@@ -6,7 +6,6 @@ The server runs on 127.0.0.1 with an API key; every sweep is a few requests of a
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ llama_cpp = pytest.importorskip("llama_cpp")
 
 sys.path.insert(0, str(Path(__file__).parent))
 from gguf_tiny import write_tiny_llama  # noqa: E402
+from servers import free_port, stop, wait_until_up  # noqa: E402
 
 from perfmodel.cli import main  # noqa: E402
 from perfmodel.endpoint import EndpointConfig, run_benchmark  # noqa: E402
@@ -27,12 +27,6 @@ from perfmodel.endpoint import EndpointConfig, run_benchmark  # noqa: E402
 SECRET = "pm-test-key-6f1d2c9e"  # the server's key; must never appear in our output
 KEY_ENV = "PM_BENCH_TEST_KEY"
 START_TIMEOUT_S = 120
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -48,28 +42,15 @@ def server(tmp_path_factory):
          "--interrupt_requests", "False"],  # queue concurrent requests instead of cutting them off
         stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
+    auth = {"Authorization": f"Bearer {SECRET}"}
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited: {(tmp / 'server.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/models", headers={"Authorization": f"Bearer {SECRET}"},
-                             timeout=2, trust_env=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("llama_cpp.server did not answer /v1/models in time")
-            time.sleep(0.3)
+        wait_until_up(proc, lambda: httpx.get(f"{url}/models", headers=auth, timeout=2,
+                                              trust_env=False).status_code == 200,
+                      name="llama_cpp.server", log=tmp / "server.log", timeout_s=START_TIMEOUT_S,
+                      errors=(httpx.HTTPError,))
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         log.close()
 
 

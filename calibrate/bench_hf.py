@@ -1,0 +1,90 @@
+"""Hugging Face generate() on a randomly initialised LlamaForCausalLM, for calibrate/bench.py
+(section hf; its records join e2e). torch + the standard library, and transformers when it is
+importable (the section is skipped otherwise). The record fields are documented in bench.py.
+"""
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+
+import torch
+
+from bench_e2e import FULL_PLAN, QUICK_PLAN, e2e_record
+from bench_model import BF16, LLAMA_8B, TINY
+
+
+def build_hf(shape, device):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=shape["vocab_size"], hidden_size=shape["d_model"],
+                      intermediate_size=shape["ffn_dim"], num_hidden_layers=shape["num_layers"],
+                      num_attention_heads=shape["num_heads"],
+                      num_key_value_heads=shape["num_kv_heads"], head_dim=shape["head_dim"],
+                      max_position_embeddings=8192, rope_theta=shape["rope_theta"],
+                      tie_word_embeddings=False)
+    with torch.device(device):
+        try:
+            model = LlamaForCausalLM._from_config(cfg, dtype=BF16)
+        except TypeError:  # transformers < 4.56 names it torch_dtype
+            model = LlamaForCausalLM._from_config(cfg, torch_dtype=BF16)
+    return model.to(device=device, dtype=BF16).eval()
+
+
+def hf_generate_times(ctx, model, batch, prompt, new):
+    """Median seconds of generate() with 1 and with `new` new tokens (greedy, fixed length)."""
+    ids = torch.randint(0, model.config.vocab_size, (batch, prompt), device=ctx.device)
+    mask = torch.ones_like(ids)
+
+    def gen(n):
+        ctx.timer.sync()
+        t0 = time.perf_counter()
+        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n,
+                       do_sample=False, pad_token_id=0)
+        ctx.timer.sync()
+        return time.perf_counter() - t0
+    gen(4)
+    gc.collect()
+    gc.disable()  # as in bench.Timer
+    try:
+        t_one = statistics.median(gen(1) for _ in range(3))
+        t_new = statistics.median(gen(new) for _ in range(2))
+    finally:
+        gc.enable()
+    return t_one, t_new
+
+
+def run_hf(ctx) -> dict:
+    shape = TINY if ctx.quick else LLAMA_8B
+    plan = QUICK_PLAN if ctx.quick else FULL_PLAN
+    records, skipped = [], []
+    try:
+        import transformers
+        transformers.logging.set_verbosity_error()
+        model = build_hf(shape, ctx.device)
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        skipped.append({"what": "hf_generate", "reason": reason})
+        ctx.log(f"[hf_generate] skipped: {reason}")
+        return {"model": shape, "records": records, "skipped": skipped}
+    prompt, new = plan["hf_prompt"], plan["hf_new"]
+    for B in plan["hf_batches"]:
+        try:
+            with torch.inference_mode():
+                t_one, t_new = hf_generate_times(ctx, model, B, prompt, new)
+        except Exception as exc:
+            skipped.append({"what": f"hf_generate B={B}", "reason": f"{type(exc).__name__}: {exc}"[:300]})
+            continue
+        per_token = (t_new - t_one) / (new - 1)
+        dec = e2e_record(shape, "hf_generate", "bf16", "decode", B, prompt, None, 1,
+                         {"seconds": per_token, "reps": 2})
+        dec["generated_tokens"] = new
+        pre = e2e_record(shape, "hf_generate", "bf16", "prefill", B, 0, prompt, prompt,
+                         {"seconds": t_one, "reps": 3})
+        pre["generated_tokens"] = 1
+        records += [dec, pre]
+        ctx.log(f"[hf_generate B={B} prompt={prompt}] {per_token * 1e3:.2f} ms/token, "
+                f"generate(1) {t_one * 1e3:.1f} ms")
+    del model
+    ctx.free_memory()
+    return {"model": shape, "records": records, "skipped": skipped}
+
