@@ -18,7 +18,8 @@ JSON written (schema_version 1), one object; all sizes in bytes, all times in se
               gpu_name, compute_capability [major, minor], sm_count, l2_bytes,
               total_memory_bytes, nvidia_smi_before, nvidia_smi_after ({driver_version,
               clocks_sm_mhz, clocks_mem_mhz, clocks_max_sm_mhz} or null), cpu_name,
-              cpu_count, torch_threads (GPU fields are null on the CPU)
+              cpu_count, torch_threads, cpu_affinity (cores the run was pinned to; may be
+              absent in older files) (GPU fields are null on the CPU)
   every other section: {"records": [...], "skipped": [{"what", "reason"}], "elapsed_s"}
   bandwidth.records: kind ("copy"|"read"|"write"), dtype, buffer_bytes, bytes (moved per
               call; copy counts read + write), seconds, bytes_per_s, reps, inner
@@ -111,12 +112,31 @@ def parse_args(argv):
                    choices=("default", "max-autotune-no-cudagraphs"))
     p.add_argument("--compile-budget-s", type=float, default=None,
                    help="stop adding torch.compile points after this long (default 120 on cuda)")
+    p.add_argument("--pin-cpu", type=int, default=None,
+                   help="pin the process to this CPU core while it runs (default on cuda: the "
+                        "last core; -1: no pinning). Host-bound timings (eager, HF generate) "
+                        "drift when the scheduler moves the thread that issues the kernels")
     args = p.parse_args(argv)
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = sorted(set(args.sections) - set(SECTIONS))
     if unknown:
         p.error(f"unknown section(s) {unknown}; choose from {','.join(SECTIONS)}")
     return args
+
+
+def pin_cpu(args) -> list[int] | None:
+    """Pin to one core (Linux); returns the cores the process may run on afterwards."""
+    core = args.pin_cpu
+    if core is None:
+        core = (os.cpu_count() or 1) - 1 if args.device == "cuda" else -1
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    if core >= 0:
+        try:
+            os.sched_setaffinity(0, {core})
+        except OSError as exc:
+            log(f"[env] could not pin to core {core}: {exc}")
+    return sorted(os.sched_getaffinity(0))
 
 
 def main(argv=None) -> int:
@@ -132,7 +152,9 @@ def main(argv=None) -> int:
               "(add --quick for a short run)", file=sys.stderr)
         return 2
     torch.manual_seed(0)
+    pinned = pin_cpu(args)
     env = env_section(args.device)
+    env["cpu_affinity"] = pinned
     out = args.out or default_out(env)
     result = {"schema_version": SCHEMA_VERSION, "complete": False, "sections_run": ["env"],
               "args": {k: v for k, v in vars(args).items()}, "env": env}
