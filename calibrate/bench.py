@@ -113,9 +113,9 @@ def parse_args(argv):
     p.add_argument("--compile-budget-s", type=float, default=None,
                    help="stop adding torch.compile points after this long (default 120 on cuda)")
     p.add_argument("--pin-cpu", type=int, default=None,
-                   help="pin the process to this CPU core while it runs (default on cuda: the "
-                        "last core; -1: no pinning). Host-bound timings (eager, HF generate) "
-                        "drift when the scheduler moves the thread that issues the kernels")
+                   help="pin the process to this CPU core while it runs (default: no pinning). "
+                        "An experiment for host-bound timings (eager, HF generate): on the H200 "
+                        "VM it did not remove their noise (calibrate/BENCH_NOTES.md)")
     args = p.parse_args(argv)
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = sorted(set(args.sections) - set(SECTIONS))
@@ -126,9 +126,7 @@ def parse_args(argv):
 
 def pin_cpu(args) -> list[int] | None:
     """Pin to one core (Linux); returns the cores the process may run on afterwards."""
-    core = args.pin_cpu
-    if core is None:
-        core = (os.cpu_count() or 1) - 1 if args.device == "cuda" else -1
+    core = -1 if args.pin_cpu is None else args.pin_cpu
     if not hasattr(os, "sched_setaffinity"):
         return None
     if core >= 0:

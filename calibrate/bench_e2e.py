@@ -67,7 +67,8 @@ def e2e_record(shape, mode, dtype, phase, batch, context, prompt, new_tokens, m,
 
 def measure_step(ctx, fn) -> dict:
     return ctx.timer.measure(fn, target_s=0.25, min_reps=5, max_reps=20, max_inner=1,
-                             warmup=2, head_start=False)
+                             warmup=2, warmup_s=0.0 if ctx.args.quick else 1.0,
+                             head_start=False)
 
 
 # ----------------------------------------------------------------------------- e2e plan

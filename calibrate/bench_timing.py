@@ -31,9 +31,16 @@ class Timer:
             torch.cuda.synchronize()
 
     def measure(self, fn, *, target_s=0.03, min_reps=5, max_reps=30, min_rep_s=5e-4,
-                max_inner=64, warmup=2, head_start=True) -> dict:
-        for i in range(warmup):
+                max_inner=64, warmup=2, warmup_s=0.0, head_start=True) -> dict:
+        """Median time of fn over reps; warm-up runs at least `warmup` calls and, for
+        host-bound steps, at least `warmup_s` seconds (a cold host thread runs slow)."""
+        t_warm = time.perf_counter()
+        i = 0
+        while i < warmup or time.perf_counter() - t_warm < warmup_s:
             fn(i)
+            i += 1
+            if i % 8 == 0:
+                self.sync()
         self.sync()
         t0 = time.perf_counter()
         fn(0)
