@@ -185,7 +185,7 @@ def _literals(path):
     return nums, strs
 
 
-def test_validation_code_has_no_row_or_source_specific_constants():
+def _table_values_and_cells():
     rows = list(csv.DictReader(open(DEFAULT_TABLE, encoding="utf-8")))
     values = set()
     for r in rows:
@@ -198,14 +198,51 @@ def test_validation_code_has_no_row_or_source_specific_constants():
                 values.add(v)        # small counts and powers of two are too common to mean a row
     cells = {r[k].lower() for r in rows for k in ("gpu", "model", "framework", "notes",
                                                   "source_url_or_repo_path")}
-    cells = {c for c in cells if len(c) >= 8}
+    return values, {c for c in cells if len(c) >= 8}
+
+
+def _row_specific_literals(path, values, cells) -> list:
+    """Numbers equal to a row's value or params_b, strings holding a row's cell, URLs."""
+    nums, strs = _literals(path)
+    text = "\n".join(strs)
+    return (sorted(nums & values) + [c for c in cells if c in text]
+            + [u for u in ("github.com", "://") if u in text])
+
+
+def test_validation_code_has_no_row_or_source_specific_constants():
+    values, cells = _table_values_and_cells()
     for path in VALIDATION_CODE:
-        nums, strs = _literals(ROOT / path)
-        assert not nums & values, (path, sorted(nums & values))
-        text = "\n".join(strs)
-        hits = [c for c in cells if c in text]
+        hits = _row_specific_literals(ROOT / path, values, cells)
         assert not hits, (path, hits[:3])
-        assert "github.com" not in text and "://" not in text, path
+
+
+def test_the_constant_check_catches_a_planted_row(tmp_path):
+    # the honesty check above must be able to fail: plant one row's value and one row's cell
+    values, cells = _table_values_and_cells()
+    value, cell = sorted(values)[len(values) // 2], sorted(cells)[0]
+    planted = tmp_path / "planted.py"
+    planted.write_text(f"def fix(r):\n    if {cell!r} in r.model:\n        return {value!r}\n")
+    hits = _row_specific_literals(planted, values, cells)
+    assert value in hits and cell in hits
+
+
+def test_predictions_ignore_row_position_table_name_and_source(report, tmp_path):
+    # a special case keyed on a row's number, label, table or source would move a prediction
+    rows = list(csv.DictReader(open(DEFAULT_TABLE, encoding="utf-8")))
+    order = list(range(len(rows)))[::-1]
+    order = order[7:] + order[:7]
+    write_table(tmp_path / "renamed.csv",
+                [{**rows[j], "source_url_or_repo_path": f"elsewhere/{i}"} for i, j in enumerate(order)])
+    moved = validate(data=[tmp_path / "renamed.csv"], profiles=[])
+    original = {r.row: r for r in report.rows}
+    reasons = {u.row: u.reason for u in report.unmapped}
+    assert len(moved.rows) == len(report.rows) and len(moved.unmapped) == len(report.unmapped)
+    for r in moved.rows:
+        o = original[order[r.row - 1] + 1]
+        assert (r.metric, r.model, r.gpu, r.engine) == (o.metric, o.model, o.gpu, o.engine)
+        assert r.predicted == o.predicted and r.diagnosis == o.diagnosis, r.label
+    for u in moved.unmapped:
+        assert u.reason == reasons[order[u.row - 1] + 1]
 
 
 # ------------------------------------------------------------------ intervals

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfmodel.cli.common import print_json, print_table
+from perfmodel.errors import PerfModelError
 from perfmodel.validate import ROOT, fit_intervals, validate
 from perfmodel.validation import intervals as iv
 from perfmodel.validation.report import pct, write_docs
@@ -36,7 +37,7 @@ def run(args) -> int:
         if table is None:
             try:
                 table = iv.load()
-            except Exception:  # noqa: BLE001 - the docs say so when no table exists
+            except PerfModelError:   # no committed table: the docs say so
                 table = None
         written = write_docs(rep, ROOT / "docs" / "accuracy.md", ROOT / "README.md", table)
         if not args.json:

@@ -36,8 +36,8 @@ def diagnose(t: Target, predicted: float, bound: str, fits: bool) -> str:
         hints.append("capacity searched by powers of two (one step is 2x); the engine's "
                      "memory fraction and KV precision are not stated")
     elif bound == "communication" and not slower:
-        hints.append("small-message all-reduce is modelled as a ring with 2(p-1) latency "
-                     "hops; NVSwitch one-shot/custom all-reduce needs about two")
+        hints.append("small-message all-reduce is modelled with 2*ceil(log2 p) latency hops "
+                     "(tree/doubling); NVSwitch one-shot/custom all-reduce needs about two")
     elif bound == "compute" and slower and t.weights.name in ("fp8", "fp4"):
         hints.append(f"one GEMM efficiency for every dtype: {t.weights.name} GEMMs reach a "
                      "smaller share of their peak than bf16 (power-limited clocks, scaling)")

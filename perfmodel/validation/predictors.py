@@ -32,7 +32,6 @@ from perfmodel.units import GB, MS
 from perfmodel.validation.mapping import Target
 
 
-
 class NotModelled(PerfModelError):
     """The metric or load needs a module that does not exist (yet)."""
 
@@ -183,7 +182,7 @@ def predict_target(t: Target, profile: Profile | None = None) -> Prediction:
         warnings = warnings + [f"the memory model says batch {batch:.0f} does not fit "
                                f"(max batch {mem.max_batch})"]
     if not (math.isfinite(value) and value > 0):
-        raise ArithmeticError(f"non-finite prediction for {t.measurement.label}")
+        raise PerfModelError(f"non-finite or non-positive prediction {value!r} for {metric}")
     return Prediction(value=value, bound=str(bound), fits=mem.fits,
                       warnings=warnings + list(rt.step.warnings))
 
