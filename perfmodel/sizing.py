@@ -14,11 +14,12 @@ skipped once a cheaper count is known); the list is ranked by $/hour, cheapest f
 Reported per deployment: concurrency (mean requests in flight per replica at the rate,
 rounded up), TTFT/TPOT/E2E at the rate, output_tok_s_total = the SLO-meeting capacity
 (goodput x replicas x output tokens), headroom = capacity / demand - 1,
-usd_per_mtok = usd_per_hour / (3600 x output_tok_s_total) x 1e6 (cost when fully used;
-usd_per_mtok_at_rate uses the demanded rate), joules_per_token = TDP x ENERGY_UTILIZATION x
-GPUs / output_tok_s_total, and the binding constraint: the one with the least slack at the
-rate (memory: 1 - bytes used / usable; TPOT and TTFT: 1 - value / target, TTFT without the
-admission queue; rate: 1 - rate / the largest rate whose queueing keeps TTFT on target).
+usd_per_mtok = $/h over output_tok_s_total (cost when fully used; usd_per_mtok_at_rate uses
+the demanded rate), joules_per_token = TDP x ENERGY_UTILIZATION x GPUs over
+output_tok_s_total (both formulas in perfmodel.cost), and the binding constraint: the one
+with the least slack at the rate (memory: 1 - bytes used / usable; TPOT and TTFT:
+1 - value / target, TTFT without the admission queue; rate: 1 - rate / the largest rate
+whose queueing keeps TTFT on target).
 A miss (nothing meets the targets) reports the requirement it fails instead.
 """
 
@@ -36,6 +37,7 @@ from perfmodel.api import resolve
 from perfmodel.batching import (capacity_bytes, concurrency_grid, curves, limits, used_bytes,
                                 weights_bytes)
 from perfmodel.catalog import load_model
+from perfmodel.cost import joules_per_token, usd_per_mtok
 from perfmodel.errors import PerfModelError
 from perfmodel.hardware import list_gpus, load_gpu
 from perfmodel.parallel import link_for, validate_deployment
@@ -44,7 +46,7 @@ from perfmodel.queueing import at_rate, goodput_rps, open_loop
 from perfmodel.roofline import resolve_compute
 from perfmodel.serving import check_positive_int, check_slo
 from perfmodel.specs import Deployment, HardwareSpec, ModelSpec
-from perfmodel.units import MILLION, SECONDS_PER_HOUR
+from perfmodel.units import SECONDS_PER_HOUR
 
 # Mean board power under continuous-batched serving as a fraction of TDP: 0.7, the central
 # value of "Energy use of AI inference: efficiency pathways and test-time compute" (2025;
@@ -54,6 +56,7 @@ DEFAULT_PRECISIONS = ("bf16", "fp8", "int4", "fp4")
 DEFAULT_ENGINES = ("vllm",)
 MAX_TP = 8                # tensor parallelism stays within one 8-GPU node
 RATE_EPS = 1e-9           # a zero rate is sized as a trickle and reported as a miss
+REL_EPS = 1e-12           # rate / goodput within round-off of an integer needs that many
 BINDINGS = ("memory", "TPOT", "TTFT", "rate")
 
 
@@ -141,6 +144,8 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
     if isinstance(rate_rps, bool) or not isinstance(rate_rps, number) \
             or not math.isfinite(float(rate_rps)) or rate_rps < 0:
         raise PerfModelError(f"rate must be a finite number of requests/s >= 0, got {rate_rps!r}")
+    if not math.isfinite(float(rate_rps) * output * SECONDS_PER_HOUR):
+        raise PerfModelError(f"rate {rate_rps!r} requests/s x {output} output tokens overflows")
     if counts is not None:
         if not counts:
             raise PerfModelError("counts must be a non-empty list of positive integers")
@@ -306,7 +311,7 @@ def _evaluate(ctx: _Ctx, sc, lim, cv, base: dict, reps: list[int] | None, r_max:
         worst = max(ol.ttft_base_s[0] / ctx.ttft, ol.tpot_s[0] / ctx.tpot)
         why = "TPOT" if ol.tpot_s[0] > ctx.tpot else "TTFT"
         return None, ((1, worst), _miss(ctx, sc, base, why, lim.limit, ol))
-    r_need = math.ceil(ctx.rate / gp - 1e-12)
+    r_need = max(1, math.ceil(ctx.rate / gp * (1.0 - REL_EPS)))   # a trickle still needs one
     choices = [r for r in (reps or [r_need]) if r >= r_need and r * g <= ctx.max_gpus]
     if not choices:
         d = _deployment(ctx, sc, base, r_max, lim.limit, ol, gp, meets=False, binding="rate")
@@ -339,10 +344,9 @@ def _deployment(ctx: _Ctx, sc, base: dict, r: int, limit: int, ol, gp: float, *,
         goodput_rps=gp * r, output_tok_s_total=cap_tok, served_output_tok_s=served,
         headroom=cap_tok / served - 1.0,
         usd_per_hour=usd,
-        usd_per_mtok=usd / (SECONDS_PER_HOUR * cap_tok) * MILLION if usd is not None else None,
-        usd_per_mtok_at_rate=(usd / (SECONDS_PER_HOUR * served) * MILLION
-                              if usd is not None else None),
-        joules_per_token=(sc.hw.tdp_w * ENERGY_UTILIZATION * count / cap_tok
+        usd_per_mtok=usd_per_mtok(usd, cap_tok) if usd is not None else None,
+        usd_per_mtok_at_rate=usd_per_mtok(usd, served) if usd is not None else None,
+        joules_per_token=(joules_per_token(sc.hw.tdp_w * ENERGY_UTILIZATION * count, cap_tok)
                           if sc.hw.tdp_w else None),
         binding=binding, price_source=report.price_source(sc.hw, ctx.prices))
 

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.cli import main
+from perfmodel.cost import joules_per_token, usd_per_mtok
 from perfmodel.errors import PerfModelError
 from perfmodel.hardware import load_gpu
 from perfmodel.memory import estimate_memory
@@ -114,6 +115,29 @@ def test_zero_rate_says_so_with_the_nearest_miss():
              gpus=["l40s", "h100-sxm"])
     assert r.deployments == [] and "0 requests/s" in r.infeasible_reason
     assert r.nearest_miss is not None and r.nearest_miss.ttft_s <= 1
+
+
+@pytest.mark.parametrize("rate", [0, 1e-12])
+def test_a_trickle_on_a_fast_replica_needs_one_replica(rate):
+    # llama-3.2-1b on an H200 serves thousands of requests/s: rate / goodput rounds to 0
+    # replicas unless a trickle is given one (regression: division by zero)
+    r = size("llama-3.2-1b", rate_rps=rate, prompt=64, output=16, ttft_slo_s=1,
+             tpot_slo_s=0.05, gpus=["h200-sxm"], precisions=["fp8"])
+    best = r.deployments[0] if r.deployments else r.nearest_miss
+    assert best.replicas == 1 and best.count == 1 and best.goodput_rps > 1000
+
+
+def test_a_rate_whose_demand_overflows_is_a_clean_error():
+    with pytest.raises(PerfModelError, match="overflows"):
+        size("llama-3.1-8b", rate_rps=1e308, prompt=512, output=128, ttft_slo_s=1,
+             tpot_slo_s=0.05, gpus=["h100-sxm"])
+
+
+def test_cost_and_energy_per_token_by_hand():
+    # $2/h at 1000 tok/s: 2 / 3600 s per 1000 tok = 5.556e-7 $/tok = $0.5556 per Mtok;
+    # 700 W at 1000 tok/s = 0.7 J per token
+    assert usd_per_mtok(2.0, 1000.0) == pytest.approx(2 / 3.6)
+    assert joules_per_token(700.0, 1000.0) == pytest.approx(0.7)
 
 
 def test_unmeetable_targets_name_the_constraint():

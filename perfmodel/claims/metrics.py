@@ -32,10 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel import api, predict
 from perfmodel.claims.scenario import Scenario, fill, hardware, metric_info, model_spec, revise
+from perfmodel.cost import usd_per_mtok
 from perfmodel.errors import PerfModelError
 from perfmodel.memory import estimate_memory, weight_bytes_by_group
 from perfmodel.specs import Deployment, parse_format
-from perfmodel.units import MILLION, SECONDS_PER_HOUR
 
 KV_OFF_NODES = 17          # trapezoid points over the decode contexts when the KV cache is off
 PAGED_BLOCK_TOKENS = 16    # block size when paged KV is switched on (vLLM default)
@@ -121,8 +121,8 @@ def evaluate_filled(f: Scenario, *, strict: bool = True) -> Evaluation:
         values = _mix(values, small, f.routing.share)
     gpus = sc.dep.num_gpus
     if f.usd_per_gpu_hour is not None:
-        values["usd_per_mtok"] = (f.usd_per_gpu_hour * gpus / SECONDS_PER_HOUR
-                                  / values["output_tok_s_total"] * MILLION)
+        values["usd_per_mtok"] = usd_per_mtok(f.usd_per_gpu_hour * gpus,
+                                              values["output_tok_s_total"])
         regimes["usd_per_mtok"] = regimes["output_tok_s_total"]
     B, ctx = f.width, f.prompt_tokens + f.output_tokens
     mem = estimate_memory(sc.model, sc.hw, sc.precision, batch=B, context=ctx, engine=sc.engine,

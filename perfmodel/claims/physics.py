@@ -16,10 +16,11 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from perfmodel.claims.scenario import Scenario, hardware, metric_info, model_spec
+from perfmodel.cost import usd_per_mtok
 from perfmodel.memory import estimate_memory
 from perfmodel.roofline import roofline_floor_s
 from perfmodel.specs import Deployment, Precision
-from perfmodel.units import GB, MILLION, SECONDS_PER_HOUR
+from perfmodel.units import GB
 
 COMPACT = ("int4", "int4")   # the most compact weights and KV any lever range reaches
 
@@ -52,8 +53,8 @@ def limit(f: Scenario, metric: str, claimed_value: float) -> Physics:
     values = {"decode_tok_s_per_user": 1.0 / dec, "tpot_s": dec, "ttft_s": pre, "e2e_s": e2e,
               "output_tok_s_total": B * O / e2e}
     if f.usd_per_gpu_hour is not None:
-        values["usd_per_mtok"] = (f.usd_per_gpu_hour * gpus / SECONDS_PER_HOUR
-                                  / values["output_tok_s_total"] * MILLION)
+        values["usd_per_mtok"] = usd_per_mtok(f.usd_per_gpu_hour * gpus,
+                                              values["output_tok_s_total"])
     lim = values.get(metric)
     if lim is None:
         return Physics(claimed_value=claimed_value, limit_value=0.0, beyond=False,
