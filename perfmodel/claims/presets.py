@@ -149,9 +149,5 @@ PRESET_MODULES = ("preset_gpt6", "preset_sol14x", "preset_gpt4o")
 def _load() -> None:
     import importlib
 
-    for name in PRESET_MODULES:
-        try:
-            importlib.import_module(f"perfmodel.claims.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"perfmodel.claims.{name}":
-                raise
+    for name in PRESET_MODULES:   # a missing preset module is a defect, not an empty list
+        importlib.import_module(f"perfmodel.claims.{name}")

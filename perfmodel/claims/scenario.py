@@ -34,7 +34,7 @@ from perfmodel.errors import PerfModelError, SpecFileError, pydantic_message
 from perfmodel.hardware import load_gpu
 from perfmodel.params import count_params
 from perfmodel.profile import load_profile
-from perfmodel.specs import HardwareSpec, ModelSpec, Spec
+from perfmodel.specs import HardwareSpec, ModelSpec, Precision, Spec
 
 MetricName = Literal["decode_tok_s_per_user", "tpot_s", "ttft_s", "e2e_s", "output_tok_s_total",
                      "usd_per_mtok"]
@@ -246,8 +246,12 @@ def fill(sc: Scenario) -> tuple[Scenario, list[str]]:
     put("weights", DEFAULT_WEIGHTS, "default")
     put("kv", DEFAULT_KV, "default")
     weights = up.get("weights", sc.weights)
-    act = {"fp8": "fp8", "fp4": "fp4", "fp32": "fp32", "fp16": "fp16"}.get(str(weights).lower(), "bf16")
-    put("activations", act, f"default for {weights} weights")
+    if sc.activations is None:
+        try:   # the one default rule (Precision.of): W8A8 for fp8, W4A4 for fp4, else 16-bit
+            act = Precision.of(str(weights)).activations.name
+        except ValueError as exc:
+            raise PerfModelError(f"{sc.label}: {exc}") from None
+        put("activations", act, f"default for {weights} weights")
     eng = load_engine(up.get("engine", sc.engine) or DEFAULT_ENGINE)
     put("engine", eng.id, "default")
     put("batching", eng.batching, f"{eng.id}'s batching")
