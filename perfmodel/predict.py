@@ -5,6 +5,7 @@ E2E  = TTFT + sum over the O-1 later tokens of step(B, 1, S), S growing from pro
        the sum is integrated with the trapezoid rule on DECODE_NODES contexts (step(S) is
        piecewise linear in S, so the error is far below 1%), never the worst case.
 TPOT = (E2E - TTFT) / (O - 1); per-user tok/s = 1/TPOT; aggregate = B/TPOT.
+MBU, MFU: one GPU's bytes (FLOPs) per reported step / (step time x its peak).
 Pipeline parallelism: m = min(B, pp) micro-batches keep the stages busy, so a token of
 each sequence costs one full pass at batch B/m plus the stage hand-offs.
 All functions broadcast over numpy arrays of B, prompt, output and context.
@@ -56,7 +57,10 @@ class RequestTimes:
 
 
 def step(sc: Scenario, B, T, S, *, all_logits: bool = False) -> StepEstimate:
-    """One step at batch B under the scenario, pipeline stages included."""
+    """One step at batch B under the scenario, pipeline stages included.
+
+    flops and bytes are one tensor-parallel rank's share summed over all pp stages (the
+    work of the whole step); divide by pp for one GPU's share."""
     B = np.asarray(B, dtype=float)
     micro = np.minimum(B, sc.dep.pp)                        # micro-batches in flight
     est = step_time(sc.model, sc.hw, sc.precision, sc.engine, sc.eff, B / micro, T, S,
@@ -93,8 +97,9 @@ def request_times(sc: Scenario, B, prompt, output, *, context=None, new_tokens=1
 
     reported = step(sc, B, new_tokens, ctx, all_logits=new_tokens > 1)
     tpot = np.where(output > 1.0, mean_step, reported.time_s)
-    peak_bw = sc.hw.memory_bandwidth_bytes_per_s
-    peak = sc.hw.peak_flops_per_s[reported.compute_dtype]
+    # per GPU: the step's work is spread over the pp stages (each moves 1/pp of it)
+    peak_bw = sc.hw.memory_bandwidth_bytes_per_s * sc.dep.pp
+    peak = sc.hw.peak_flops_per_s[reported.compute_dtype] * sc.dep.pp
     return RequestTimes(
         prefill_s=pre.time_s, ttft_s=ttft, decode_step_s=reported.time_s, tpot_s=tpot,
         e2e_s=e2e, decode_tok_s_per_user=1.0 / tpot, output_tok_s_total=B / tpot,

@@ -133,3 +133,22 @@ def test_more_bits_never_faster_when_memory_bound(model, gpu, B, S):
     times = [float(_step(model, gpu, engine="trtllm", B=B, S=S, p=Precision.of(w)).time_s)
              for w in ("int4", "int8", "bf16")]
     assert times[0] <= times[1] <= times[2]
+
+
+def test_pipeline_mbu_is_per_gpu():
+    # B = pp micro-batches of one sequence each: every stage reads its L/pp layers' weights
+    # once per micro-batch, i.e. all of a pp=1 GPU's weights per step, in about the pp=1 time
+    # (plus hand-offs). So one GPU's MBU at (pp, B=pp) is at most, and close to, pp=1's at B=1.
+    one = predict_request("llama-3.1-70b", "h100-sxm", batch=1, prompt=512, output=64)
+    for pp in (2, 4, 8):
+        r = predict_request("llama-3.1-70b", "h100-sxm", batch=pp, pp=pp, prompt=512, output=64)
+        assert 0.9 * one.mbu <= r.mbu <= one.mbu * (1 + 1e-9), pp
+
+
+@given(st.sampled_from(["llama-3.1-70b", "mixtral-8x7b", "qwen2.5-7b"]),
+       st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4, 8]), st.integers(1, 512),
+       st.integers(1, 4096), st.sampled_from(list(ENGINES)))
+def test_utilizations_never_exceed_one(model, tp, pp, B, prompt, engine):
+    r = predict_request(model, "h200-sxm", engine=engine, tp=tp, pp=pp, batch=B, prompt=prompt,
+                        output=16)
+    assert 0 < r.mbu <= 1 and 0 < r.mfu <= 1
