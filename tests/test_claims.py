@@ -185,7 +185,8 @@ def test_claims_parse(text, factor):
     assert parse_claim(text) == pytest.approx(factor)
 
 
-@pytest.mark.parametrize("text", ["0.5x", "-3", "abc", "", "1e9", True, "nan"])
+@pytest.mark.parametrize("text", ["0.5x", "-3", "abc", "", "1e9", True, "nan", float("inf"),
+                                  "2000000x"])
 def test_bad_claims_are_refused(text):
     with pytest.raises(PerfModelError):
         parse_claim(text)
@@ -445,6 +446,8 @@ def test_cli_claim_json(capsys, root):
     (["claim", "--claim", "0.5x", "--from", "examples/hf-baseline.yaml"], "below 1"),
     (["claim", "--claim", "2x"], "--from"),
     (["claim", "--preset", "gpt-7"], "unknown preset"),
+    (["claim", "--claim", "2x", "--from", "examples/hf-baseline.yaml", "--max-levers", "9"],
+     "1..8"),
     (["attribute", "--from", "examples/nope.yaml", "--to", "examples/hf-baseline.yaml"], "read"),
     (["attribute", "--from", "examples/hf-baseline.yaml", "--to", "examples/hf-baseline.yaml",
       "--order", "engine"], "do not differ"),

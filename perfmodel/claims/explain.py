@@ -22,6 +22,7 @@ baseline's GPUs and model, physics.py); otherwise "implausible" (only stretched 
 
 from __future__ import annotations
 
+import math
 import re
 from itertools import combinations
 
@@ -35,10 +36,13 @@ from perfmodel.claims.metrics import Evaluation, evaluate_filled
 from perfmodel.claims.scenario import (Scenario, check_definitions, direction_note, fill,
                                         metric_info, oriented, revise)
 from perfmodel.errors import PerfModelError
+from perfmodel.units import MILLION
 
-MAX_LEVERS = 5            # largest combination searched
+MAX_LEVERS = 5            # largest combination searched by default
+MAX_SEARCH_LEVERS = 8     # largest combination one may ask for
 TOP = 12                  # combinations reported
 HELPS = 1.005             # a move helps when its factor alone exceeds this
+MAX_CLAIM = MILLION       # a claimed factor beyond a million-fold is refused as input
 PLAUSIBLE, WEAK, STRETCHED = "plausible", "plausible only with a weak baseline", "stretched"
 BEYOND, IMPLAUSIBLE = "beyond physics", "implausible"
 
@@ -98,8 +102,8 @@ def parse_claim(claim) -> float:
         value = float(m.group(1))
         if m.group(2) == "%":
             value = 1.0 + value / 100.0
-    if not value == value or value in (float("inf"),) or value > 1e6:
-        raise PerfModelError(f"claim {claim!r} is not a finite factor")
+    if not math.isfinite(value) or value > MAX_CLAIM:
+        raise PerfModelError(f"claim {claim!r} is not a finite factor up to {MAX_CLAIM:g}x")
     if value < 1.0:
         raise PerfModelError(f"claim {claim!r} is below 1: a speed-up claim is a factor > 1 "
                              "(for latency and cost, baseline / improved)")
@@ -153,8 +157,10 @@ def explain(claim, metric: str, baseline: Scenario, *, max_levers: int = MAX_LEV
     """Combinations, verdict, physical limit and inverse solutions for a claimed factor."""
     factor = parse_claim(claim)
     check_definitions(metric, baseline)
-    if not 1 <= int(max_levers) <= 8:
-        raise PerfModelError("max_levers must lie in 1..8")
+    if isinstance(max_levers, bool) or not isinstance(max_levers, int) \
+            or not 1 <= max_levers <= MAX_SEARCH_LEVERS:
+        raise PerfModelError(f"max_levers must be an integer in 1..{MAX_SEARCH_LEVERS}, "
+                             f"got {max_levers!r}")
     f0, notes = fill(baseline)
     s = _Search(f0, metric)
     unit, higher, _ = metric_info(metric)

@@ -5,7 +5,7 @@ every number comes from perfmodel.claims."""
 from __future__ import annotations
 
 from perfmodel.claims.attribute import attribute, check_pair
-from perfmodel.claims.explain import MAX_LEVERS, explain, parse_claim
+from perfmodel.claims.explain import MAX_LEVERS, MAX_SEARCH_LEVERS, explain, parse_claim
 from perfmodel.claims.inverse import ASSUMPTIONS, solve
 from perfmodel.claims.presets import list_presets, run_preset
 from perfmodel.claims.scenario import METRICS, fill, load_scenario
@@ -32,7 +32,7 @@ def register(sub) -> None:
     p.add_argument("--side", choices=["improved", "baseline"], default="improved",
                    help="where the solved assumption applies")
     p.add_argument("--max-levers", type=positive_int, default=MAX_LEVERS,
-                   help="largest lever combination searched")
+                   help=f"largest lever combination searched (1..{MAX_SEARCH_LEVERS})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_claim)
 
@@ -85,7 +85,7 @@ def run_claim(args) -> int:
         att = check_pair(claim, metric, base, imp)
         return _print_attribution(att.model_copy(update={"assumptions": notes + att.assumptions}),
                                   args.json)
-    ex = explain(claim, metric, base, max_levers=min(args.max_levers, 8))
+    ex = explain(claim, metric, base, max_levers=args.max_levers)
     ex = ex.model_copy(update={"assumptions": notes + ex.assumptions})
     if args.json:
         print_json(ex)
