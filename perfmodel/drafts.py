@@ -41,8 +41,8 @@ from perfmodel.specs import Deployment, ModelSpec, Precision
 from perfmodel.units import GIGA, US
 
 METHODS = ("draft", "eagle", "eagle3", "medusa", "ngram", "mtp")
-NGRAM_LOOKUP_S = 20e-6           # proposer call per step (assumption: hash/suffix lookup, no GPU)
-NGRAM_LOOKUP_S_PER_SEQ = 5e-6    # per sequence per step (assumption)
+NGRAM_LOOKUP_S = 20 * US          # proposer call per step (assumption: hash/suffix lookup, no GPU)
+NGRAM_LOOKUP_S_PER_SEQ = 5 * US   # per sequence per step (assumption)
 VOCAB_PAD_TOLERANCE = 0.01       # vocab sizes within 1%: same tokenizer, padded embeddings
 EAGLE3_DRAFT_VOCAB = 32_000   # EAGLE-3 heads for Llama-3.1: draft_vocab_size 32000 (d2t map)
 SHARED_GROUPS = {             # weight groups a drafter reuses from the target (no new memory)

@@ -19,7 +19,7 @@ context, E2E). On top of it, each scenario feature changes one piece:
   1 / ((1-r)/thr_big + r/thr_small), since both models share the GPUs' time.
 For a batch (not a concurrency) aggregate output tok/s = B * O / E2E (a batch of B requests
 runs start to finish);
-$/Mtok = price per GPU-hour * GPUs / (3600 * tok/s) * 1e6.
+$/Mtok = price per GPU-hour * GPUs / (3600 * tok/s) * 1e6 (perfmodel.cost.usd_per_mtok).
 """
 
 from __future__ import annotations

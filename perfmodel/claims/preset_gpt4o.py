@@ -22,7 +22,7 @@ from perfmodel.claims.presets import PresetReport, Rows, ratio_text, register
 from perfmodel.claims.scenario import Scenario, revise
 from perfmodel.params import count_params
 from perfmodel.specs import ModelSpec, MoESpec
-from perfmodel.units import GB, GIGA, TB, ms
+from perfmodel.units import GB, GIGA, TB, TERA, ms
 
 SEED = "004_48a7fc7d80a6e22d.txt"
 LAYERS, EXPERTS, TOP_K, HEAD_DIM, KV_HEADS, VOCAB = 120, 16, 2, 128, 8, 200_000
@@ -54,8 +54,8 @@ def generic_moe(model_id: str, total: float, active: float, layers: int) -> Mode
         source="perfmodel.claims.preset_gpt4o.generic_moe from claimed totals (seed 004)")
 
 
-TARGET = generic_moe("claimed-1.8t-a280b", 1.8e12, 280e9, LAYERS)
-DRAFT_MODEL = generic_moe("claimed-draft-180b-a28b", 180e9, 28e9, LAYERS // 3)
+TARGET = generic_moe("claimed-1.8t-a280b", 1.8 * TERA, 280 * GIGA, LAYERS)
+DRAFT_MODEL = generic_moe("claimed-draft-180b-a28b", 180 * GIGA, 28 * GIGA, LAYERS // 3)
 _P = count_params(TARGET)
 ASSUMPTIONS = [
     f"the 1.8T MoE is a generic shape: {LAYERS} layers, d_model {TARGET.d_model}, "
