@@ -11,14 +11,15 @@ import math
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfmodel.catalog import load_model
 from perfmodel.efficiency import default_efficiency
 from perfmodel.engines import load_engine
-from perfmodel.errors import PerfModelError
+from perfmodel.errors import PerfModelError, pydantic_message
 from perfmodel.hardware import load_gpu
 from perfmodel.memory import MemoryEstimate, estimate_memory
+from perfmodel.parallel import validate_deployment
 from perfmodel.predict import Scenario, request_times
 from perfmodel.profile import Profile, apply_engine, load_profile
 from perfmodel.roofline import roofline_floor_s
@@ -112,7 +113,11 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
             else:
                 warnings.append(f"profile's link latency was fitted on {prof.gpu}, not {hw.id}: "
                                 "hardware_db latency used")
-    dep = Deployment(tp=tp, pp=pp, ep=ep)
+    try:
+        dep = Deployment(tp=tp, pp=pp, ep=ep)
+    except ValidationError as exc:
+        raise PerfModelError(f"deployment {pydantic_message(exc)}") from None
+    validate_deployment(m, dep)
     return Scenario(m, hw, prec, eng, eff, dep, attention), warnings, assumptions
 
 

@@ -13,6 +13,7 @@ class UnknownIdError(PerfModelError):
     """An id that is not in a catalog; the message lists the closest ids."""
 
     def __init__(self, kind: str, query: str, known: list[str]):
+        query = str(query)  # an id of the wrong type (None, 5) is still just an unknown id
         close = closest(query, known)
         hint = f"; closest: {', '.join(close)}" if close else f"; known: {', '.join(sorted(known)[:12])} ..."
         super().__init__(f"unknown {kind} {query!r}{hint}")

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError
 
+from perfmodel.engines import ENGINES
 from perfmodel.errors import SpecFileError, pydantic_message
 from perfmodel.specs import Efficiency, EngineProfile, Spec
 
@@ -60,6 +61,11 @@ def load_profile(path: str | Path) -> Profile:
         bad = set(over) - _ENGINE_FIELDS
         if bad:
             raise SpecFileError(f"{p}: engines.{eng}: unknown field(s) {', '.join(sorted(bad))}")
+        if eng in ENGINES:  # values checked now, so the error names the file
+            try:
+                apply_engine(ENGINES[eng], prof)
+            except SpecFileError as exc:
+                raise SpecFileError(f"{p}: {exc}") from None
     return prof
 
 
@@ -76,4 +82,7 @@ def apply_engine(engine: EngineProfile, prof: Profile | None) -> EngineProfile:
     """The engine with the profile's overrides for its id, if any."""
     if prof is None or engine.id not in prof.engines:
         return engine
-    return EngineProfile(**{**engine.model_dump(), **prof.engines[engine.id]})
+    try:
+        return EngineProfile(**{**engine.model_dump(), **prof.engines[engine.id]})
+    except ValidationError as exc:
+        raise SpecFileError(f"engines.{engine.id}.{pydantic_message(exc)}") from None

@@ -60,6 +60,9 @@ def resolve_compute(hw: HardwareSpec, p: Precision, engine: EngineProfile) -> tu
     warnings: list[str] = []
     a = p.activations.name
     half = "bf16" if hw.has("bf16") else "fp16" if hw.has("fp16") else "fp32"
+    if not hw.has(half):
+        raise PerfModelError(f"{hw.id} lists no bf16, fp16 or fp32 peak: the model needs one "
+                             "for attention, elementwise work and fallbacks")
     if a == "int4":
         raise PerfModelError("int4 activations are not supported; use bf16, fp16, fp8 or int8")
     if p.activations.bits < p.weights.bits:

@@ -19,9 +19,10 @@ PRECISION_NAMES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
 
 
 class Spec(BaseModel):
-    """Base: frozen, strict, unknown keys are errors."""
+    """Base: frozen, strict, unknown keys are errors, and so are NaN and infinity (a YAML
+    `.inf` bandwidth or kernel time would otherwise reach every result)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- precision

@@ -47,8 +47,9 @@ def sweep_arrays(spec: SweepSpec, *, profile=None, hardware_dir: str | None = No
                  skip_invalid: bool = True) -> dict[str, np.ndarray]:
     """Column arrays (one entry per configuration) of inputs and metrics, plus `fits`."""
     for name in ("batches", "prompts", "outputs", "tps"):
-        vals = getattr(spec, name)
-        if not len(vals) or min(vals) <= 0:
+        vals = list(getattr(spec, name))
+        if not vals or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                               and v > 0 for v in vals):
             raise PerfModelError(f"sweep {name} must be a non-empty list of positive integers")
     b, pr, out = np.meshgrid(np.array(spec.batches, float), np.array(spec.prompts, float),
                              np.array(spec.outputs, float), indexing="ij")
