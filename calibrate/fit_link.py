@@ -4,8 +4,8 @@
     python calibrate/fit_link.py calibrate/data/raw-nccl-h200x2-20261129.json \
         --gpu h200-sxm --out calibrate/profiles/h200-sxm-x2-link.yaml
 
-Model (perfmodel/parallel.py allreduce_s, ring):
-    t(b) = 2(p-1)/p * b / (link_bw * eff.link) + 2(p-1) * latency
+Model (perfmodel/parallel.py allreduce_s, evaluated by calling it):
+    t(b) = 2(p-1)/p * b / (link_bw * eff.link) + 2*ceil(log2 p) * latency
 with link_bw the hardware_db intra_node_link bandwidth. eff.link and latency are fitted by
 least squares on log t over the message sizes (every size weighs the same, whatever its time).
 Two curves are fitted:
@@ -30,9 +30,12 @@ from perfmodel.api import resolve  # noqa: E402
 from perfmodel.efficiency import default_efficiency  # noqa: E402
 from perfmodel.errors import PerfModelError  # noqa: E402
 from perfmodel.hardware import load_gpu  # noqa: E402
-from perfmodel.parallel import allreduce_hops  # noqa: E402
+from perfmodel.calibration.stats import ratio_errors  # noqa: E402
+from perfmodel.parallel import allreduce_hops, allreduce_s  # noqa: E402
 from perfmodel.predict import request_times  # noqa: E402
 from perfmodel.profile import Profile, save_profile  # noqa: E402
+from perfmodel.specs import Efficiency, LinkSpec  # noqa: E402
+from perfmodel.units import MS, US  # noqa: E402
 
 
 def allreduce_points(raw: dict, curve: str) -> tuple[np.ndarray, np.ndarray]:
@@ -47,17 +50,19 @@ def allreduce_points(raw: dict, curve: str) -> tuple[np.ndarray, np.ndarray]:
 
 def model_s(nbytes, p: int, link_bw: float, eff: float, latency_s: float):
     """perfmodel.parallel.allreduce_s with the link's figures as arguments."""
-    return 2 * (p - 1) / p * nbytes / (link_bw * eff) + allreduce_hops(p) * latency_s
+    link = LinkSpec.model_construct(name="fitted", bandwidth_bytes_per_s=link_bw,
+                                    latency_s=latency_s)
+    return allreduce_s(np.asarray(nbytes, dtype=float), p, link, Efficiency.model_construct(link=eff))
 
 
 def fit_allreduce(nbytes, seconds, p: int, link_bw: float) -> tuple[float, float]:
     """(eff.link <= 1, latency_s >= 0) minimising sum (log model - log measured)^2.
 
     t = a*b + c is fitted on a log grid of (a, c), refined four times around the best point;
-    eff = 2(p-1)/p / (a * link_bw), latency = c / allreduce_hops(p).
+    eff = a_lo / a with a_lo the model's seconds per byte at eff = 1, latency = c / hops.
     """
     b, t = np.asarray(nbytes, float), np.asarray(seconds, float)
-    a_lo = 2 * (p - 1) / p / link_bw                      # eff = 1: the fastest allowed slope
+    a_lo = float(model_s(1.0, p, link_bw, 1.0, 0.0))      # eff = 1: the fastest allowed slope
     la = np.log(a_lo) + np.linspace(0, np.log(100), 201)  # eff from 1 down to 0.01
     lc = np.log(t.min()) + np.linspace(-np.log(1e4), np.log(2), 201)
     for _ in range(5):
@@ -68,15 +73,10 @@ def fit_allreduce(nbytes, seconds, p: int, link_bw: float) -> tuple[float, float
         da, dc = (la[1] - la[0]) * 2, (lc[1] - lc[0]) * 2
         la = np.linspace(max(np.log(a) - da, np.log(a_lo)), np.log(a) + da, 81)
         lc = np.linspace(np.log(c) - dc, np.log(c) + dc, 81)
-    return 2 * (p - 1) / p / (a * link_bw), c / allreduce_hops(p)
+    return a_lo / a, c / allreduce_hops(p)
 
 
-def errors(pred, meas) -> dict:
-    """Errors of pred against meas: RMS of log ratio, median and max |pred/meas - 1|."""
-    r = np.asarray(pred, float) / np.asarray(meas, float)
-    return {"rms_log": float(np.sqrt(np.mean(np.log(r) ** 2))),
-            "median_abs_rel": float(np.median(np.abs(r - 1))),
-            "max_abs_rel": float(np.max(np.abs(r - 1))), "points": int(r.size)}
+errors = ratio_errors   # RMS of log ratio, median and max |pred/meas - 1| (one definition)
 
 
 def decode_comparison(raw: dict, gpu: str, profile: Profile | None) -> list[dict]:
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
             summary[curve] = {"eff_link": eff, "latency_s": lat, "error_datasheet": before,
                               "error_fitted": after}
             print(f"{curve:6s} all-reduce, {len(b)} sizes: eff.link {eff:.3f} (default "
-                  f"{default.link}), latency {lat * 1e6:.2f} us (hardware_db {link.latency_s * 1e6:.1f});"
+                  f"{default.link}), latency {lat / US:.2f} us (hardware_db {link.latency_s / US:.1f});"
                   f" RMS log error {before['rms_log']:.3f} -> {after['rms_log']:.3f}, max "
                   f"{before['max_abs_rel']:.0%} -> {after['max_abs_rel']:.0%}")
         dev = summary["device"]
@@ -159,10 +159,10 @@ def main(argv=None) -> int:
         print("decode step, torch-graph engine, llama-3.1-8b (ms): tp B S measured | datasheet | "
               "fitted link | comm measured / predicted(fitted)")
         for d, f in zip(decode_comparison(raw, hw.id, None), decode_comparison(raw, hw.id, prof)):
-            mc = f"{d['measured_comm_s'] * 1e3:.3f}" if d["measured_comm_s"] is not None else "-"
-            print(f"  {d['tp']} {d['batch']:3d} {d['context']:5d}  {d['measured_s'] * 1e3:7.3f} | "
-                  f"{d['predicted_s'] * 1e3:7.3f} | {f['predicted_s'] * 1e3:7.3f} | {mc} / "
-                  f"{f['predicted_comm_s'] * 1e3:.3f}")
+            mc = f"{d['measured_comm_s'] / MS:.3f}" if d["measured_comm_s"] is not None else "-"
+            print(f"  {d['tp']} {d['batch']:3d} {d['context']:5d}  {d['measured_s'] / MS:7.3f} | "
+                  f"{d['predicted_s'] / MS:7.3f} | {f['predicted_s'] / MS:7.3f} | {mc} / "
+                  f"{f['predicted_comm_s'] / MS:.3f}")
         report_decode(decode_comparison(raw, hw.id, None), decode_comparison(raw, hw.id, prof), prof)
         if args.out:
             save_profile(prof, args.out)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.calibration.stats import ratio_errors
 from perfmodel.units import MS
 
 
@@ -90,11 +90,12 @@ def summarize(points: list[FitPoint], held_out: bool) -> ErrorSummary:
     if not sel:
         return ErrorSummary(points=0, median_abs_err=None, max_abs_err=None,
                             datasheet_median_abs_err=None, datasheet_max_abs_err=None)
-    f = np.abs([p.fitted_err for p in sel])
-    d = np.abs([p.datasheet_err for p in sel])
-    return ErrorSummary(points=len(sel), median_abs_err=float(np.median(f)),
-                        max_abs_err=float(np.max(f)), datasheet_median_abs_err=float(np.median(d)),
-                        datasheet_max_abs_err=float(np.max(d)))
+    meas = [p.measured_s for p in sel]
+    f = ratio_errors([p.fitted_s for p in sel], meas)
+    d = ratio_errors([p.datasheet_s for p in sel], meas)
+    return ErrorSummary(points=len(sel), median_abs_err=f["median_abs_rel"],
+                        max_abs_err=f["max_abs_rel"], datasheet_median_abs_err=d["median_abs_rel"],
+                        datasheet_max_abs_err=d["max_abs_rel"])
 
 
 def _pct(x: float | None) -> str:

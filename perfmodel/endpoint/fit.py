@@ -31,6 +31,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfmodel.api import resolve
+from perfmodel.calibration.stats import ratio_errors
 from perfmodel.errors import PerfModelError, SpecFileError, pydantic_message
 from perfmodel.endpoint.run import SCHEMA, BenchmarkRun
 from perfmodel.predict import Scenario, request_times
@@ -79,7 +80,7 @@ class EngineFit(BaseModel):
     gpu_id: str = Field(description="hardware_db id of the resolved GPU.")
     params: dict[str, float] = Field(description="Fitted EngineProfile fields (seconds).")
     preset: dict[str, float] = Field(description="The same fields before the fit.")
-    error_before: dict[str, float] = Field(description="rms_log, max_abs_rel over TTFT and TPOT p50.")
+    error_before: dict[str, float] = Field(description="ratio_errors over TTFT and TPOT p50.")
     error_after: dict[str, float]
     points: int = Field(description="Measured p50 values used (TTFT and TPOT per level).")
     levels: list[LevelFit]
@@ -189,12 +190,6 @@ def _around(v: float, grid: np.ndarray) -> np.ndarray:
     return np.concatenate(([0.0], np.geomspace(v / step, v * step, 21)))
 
 
-def _errors(pred, meas) -> dict[str, float]:
-    r = np.asarray(pred, float) / np.asarray(meas, float)
-    return {"rms_log": float(np.sqrt(np.mean(np.log(r) ** 2))),
-            "max_abs_rel": float(np.max(np.abs(r - 1.0)))}
-
-
 def fit_engine(run: BenchmarkRun, target: FitTarget, *, profile=None, fit_launch: bool = False,
                hardware_dir: str | None = None) -> EngineFit:
     """Fit cpu_overhead_per_step_s and per_request_overhead_s (and launch_s) to the run."""
@@ -236,8 +231,8 @@ def fit_engine(run: BenchmarkRun, target: FitTarget, *, profile=None, fit_launch
                        ttft_after_s=float(fa[i]), tpot_after_s=float(ta[i]))
               for i, (lv, b, p, o) in enumerate(rows)]
     return EngineFit(target=target, gpu_id=sc.hw.id, params=params, preset=preset,
-                     error_before=_errors(np.concatenate((tb[has_t], fb[has_f])), meas),
-                     error_after=_errors(np.concatenate((ta[has_t], fa[has_f])), meas),
+                     error_before=ratio_errors(np.concatenate((tb[has_t], fb[has_f])), meas),
+                     error_after=ratio_errors(np.concatenate((ta[has_t], fa[has_f])), meas),
                      points=int(meas.size), levels=levels, warnings=warnings)
 
 
