@@ -177,8 +177,20 @@ def _bound(compute, memory, comm, cpu, gpu):
 def roofline_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S,
                      dep: Deployment | None = None) -> object:
     """The unbeatable floor: max(bytes / peak bandwidth, all FLOPs / peak compute), with the
-    fastest dtype the chip has and elementwise intermediates assumed fused away."""
+    fastest dtype the chip has and elementwise intermediates assumed fused away.
+
+    Pipeline parallelism (pp stages): the step's work is spread over pp GPUs, and one
+    sequence still passes through every stage in order, so the floor is
+    max(floor(B) / pp, floor(1 sequence))."""
     dep = dep or Deployment()
+    floor = _work_floor_s(m, hw, p, B, T, S, dep)
+    if dep.pp == 1:
+        return floor
+    return np.maximum(floor / dep.pp, _work_floor_s(m, hw, p, 1, T, S, dep))
+
+
+def _work_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S, dep: Deployment):
+    """max(bytes / peak bandwidth, FLOPs / fastest peak) of one TP rank's whole op list."""
     op_list = shard(ops(m, p, B, T, S, attention="flash"), m, dep)
     work: OpCost = total(op_list)
     # perfect fusion: elementwise intermediates never reach memory

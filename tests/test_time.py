@@ -11,6 +11,7 @@ from perfmodel.efficiency import default_efficiency
 from perfmodel.engines import ENGINES
 from perfmodel.hardware import list_gpus, load_gpu
 from perfmodel.predict import request_times
+from perfmodel.predict import step as predict_step
 from perfmodel.roofline import roofline_floor_s, step_time
 from perfmodel.specs import Precision
 
@@ -152,3 +153,17 @@ def test_utilizations_never_exceed_one(model, tp, pp, B, prompt, engine):
     r = predict_request(model, "h200-sxm", engine=engine, tp=tp, pp=pp, batch=B, prompt=prompt,
                         output=16)
     assert 0 < r.mbu <= 1 and 0 < r.mfu <= 1
+
+
+@given(st.sampled_from(["llama-3.1-70b", "mixtral-8x7b", "llama-3.2-1b"]),
+       st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2]), st.integers(1, 512),
+       st.sampled_from([1, 2, 128]), st.integers(0, 32000))
+def test_pipelined_steps_are_never_faster_than_the_roofline(model, pp, tp, B, T, S):
+    # the floor spreads the work over pp GPUs but keeps one sequence's pass through every
+    # stage; a pipelined step may be faster than one GPU's floor, never than this one
+    sc, _, _ = resolve(model, "h100-sxm", engine="trtllm", tp=tp, pp=pp)
+    s = predict_step(sc, B, T, S)
+    floor = roofline_floor_s(sc.model, sc.hw, sc.precision, B, T, S, sc.dep)
+    assert float(s.time_s) >= float(floor) * (1 - 1e-9)
+    if pp > 1:   # and it is below the single-GPU floor of the whole batch
+        assert float(floor) <= float(roofline_floor_s(sc.model, sc.hw, sc.precision, B, T, S))
