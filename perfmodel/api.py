@@ -40,6 +40,17 @@ class OpBreakdown(BaseModel):
     bytes: float
 
 
+def op_breakdown(op_times) -> list[OpBreakdown]:
+    """Each op's time, share of the step's GPU time and bound (roofline.OpTime list; scalar
+    times, as in a single-configuration step)."""
+    gpu_total = sum(float(o.time_s) for o in op_times) or 1.0
+    return [OpBreakdown(name=o.name, kind=o.kind, time_s=float(o.time_s),
+                        share=float(o.time_s) / gpu_total,
+                        bound="communication" if o.kind == "comm" else
+                        ("compute" if float(o.compute_s) >= float(o.memory_s) else "memory"),
+                        flops=float(o.flops), bytes=float(o.bytes)) for o in op_times]
+
+
 class RequestEstimate(BaseModel):
     """Predicted request metrics for one configuration (seconds, tokens/s, bytes)."""
 
@@ -154,12 +165,7 @@ def predict_request(model, gpu, *, weights: str = "bf16", kv: str | None = None,
                         f"{mem.capacity_bytes / GB:.1f} GB usable; max batch {mem.max_batch} "
                         f"at this context")
     floor = roofline_floor_s(m, sc.hw, sc.precision, batch, new_tokens, ctx, sc.dep)
-    gpu_total = sum(float(o.time_s) for o in rt.step.ops) or 1.0
-    breakdown = [OpBreakdown(name=o.name, kind=o.kind, time_s=float(o.time_s),
-                             share=float(o.time_s) / gpu_total,
-                             bound="communication" if o.kind == "comm" else
-                             ("compute" if float(o.compute_s) >= float(o.memory_s) else "memory"),
-                             flops=float(o.flops), bytes=float(o.bytes)) for o in rt.step.ops]
+    breakdown = op_breakdown(rt.step.ops)
     values = dict(
         prefill_s=rt.prefill_s, ttft_s=rt.ttft_s, decode_step_s=rt.decode_step_s, tpot_s=rt.tpot_s,
         e2e_s=rt.e2e_s, decode_tok_s_per_user=rt.decode_tok_s_per_user,

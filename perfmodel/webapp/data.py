@@ -62,13 +62,7 @@ def prefill_ops(key: str) -> list[OpBreakdown]:
     kw = api_kwargs(scn)
     sc, _, _ = api.resolve(kw.pop("model"), kw.pop("gpu"), **kw)
     predict(key)                                    # validates the scenario first
-    pre = request_times(sc, scn.batch, scn.prompt, scn.output).prefill
-    total = sum(float(o.time_s) for o in pre.ops) or 1.0
-    return [OpBreakdown(name=o.name, kind=o.kind, time_s=float(o.time_s),
-                        share=float(o.time_s) / total,
-                        bound="communication" if o.kind == "comm" else
-                        ("compute" if float(o.compute_s) >= float(o.memory_s) else "memory"),
-                        flops=float(o.flops), bytes=float(o.bytes)) for o in pre.ops]
+    return api.op_breakdown(request_times(sc, scn.batch, scn.prompt, scn.output).prefill.ops)
 
 
 @dataclass(frozen=True)
