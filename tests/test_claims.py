@@ -301,14 +301,27 @@ def test_scenario_files_round_trip_and_name_bad_fields(tmp_path):
 def test_example_files_evaluate(root):
     files = sorted((root / "examples").glob("*.yaml"))
     assert len(files) >= 5
+    filled_fields = ("tp", "pp", "ep", "weights", "kv", "activations", "engine", "batching",
+                     "paged_kv", "kv_cache", "prompt_tokens", "output_tokens",
+                     "mem_bw_utilization")
     for f in files:
-        assert isinstance(evaluate(load_scenario(f)), Evaluation)
+        sc = load_scenario(f)
+        ev = evaluate(sc)
+        assert isinstance(ev, Evaluation)
+        assert all(math.isfinite(v) and v > 0 for v in ev.values.values()), f.name
+        text = " ".join(ev.assumptions)
+        for name in filled_fields:   # every field the file leaves out is listed as a default
+            if getattr(sc, name) is None:
+                assert f"{name} =" in text, (f.name, name)
 
 
 # --------------------------------------------------------------------------- fuzzing
 
-MODELS = ["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "llama-3.2-1b", "no-such-model"]
-GPUS = ["h100-sxm", "rtx-4090", "l4", "mi300x", "b100", "gpu9000"]
+MODELS = ["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "llama-3.2-1b", "deepseek-v3",
+          "no-such-model"]
+GPUS = ["h100-sxm", "rtx-4090", "l4", "mi300x", "b100", "t4", "gpu9000"]
+junk_float = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
+                       st.sampled_from([1e-300, 1e300, 0.0, -1.0]))
 scenarios = st.builds(
     dict, model=st.sampled_from(MODELS), gpu=st.sampled_from(GPUS),
     weights=st.sampled_from(["bf16", "fp8", "int8", "int4", "fp4", "int3", None]),
@@ -318,9 +331,15 @@ scenarios = st.builds(
     prompt_tokens=st.one_of(st.none(), st.integers(-1, 300_000)),
     output_tokens=st.one_of(st.none(), st.integers(-1, 5000)),
     tp=st.sampled_from([None, 1, 2, 3, 8]), kv_cache=st.sampled_from([None, True, False]),
+    concurrency=st.one_of(st.none(), st.none(), st.integers(-1, 5000)),
+    mem_bw_utilization=st.one_of(junk_float, st.floats(0.01, 1.0)),
+    usd_per_gpu_hour=junk_float,
     speculative=st.sampled_from([None, {"method": "ngram"}, {"method": "draft"},
-                                 {"method": "eagle", "acceptance": 0.9}]),
-    routing=st.sampled_from([None, {"small_model": "llama-3.2-1b", "share": 0.5}]))
+                                 {"method": "eagle", "acceptance": 0.9},
+                                 {"method": "eagle", "acceptance": 0.999999, "draft_tokens": 16},
+                                 {"method": "mtp", "acceptance": 0.0, "draft_tokens": 1}]),
+    routing=st.sampled_from([None, {"small_model": "llama-3.2-1b", "share": 0.5},
+                             {"small_model": "llama-3.2-1b", "share": 1.0}]))
 
 
 def _scenario(d):

@@ -35,6 +35,7 @@ from perfmodel.hardware import load_gpu
 from perfmodel.params import count_params
 from perfmodel.profile import load_profile
 from perfmodel.specs import HardwareSpec, ModelSpec, Precision, Spec
+from perfmodel.units import MILLION
 
 MetricName = Literal["decode_tok_s_per_user", "tpot_s", "ttft_s", "e2e_s", "output_tok_s_total",
                      "usd_per_mtok"]
@@ -61,6 +62,8 @@ DEFAULT_PROMPT = 512           # api.predict_request's default request shape
 DEFAULT_OUTPUT = 128
 DEFAULT_ACCEPTANCE = 0.7       # per-token acceptance alpha: mid-range of 0.5-0.9 reported for
 #                                draft models (Leviathan et al. 2023, Table 3; Chen et al. 2023)
+MIN_MEM_BW_UTILIZATION = 0.01  # 1% of peak: below it a step time is not a memory roofline
+MAX_USD_PER_GPU_HOUR = MILLION  # a price beyond it is a typo, and would overflow $/Mtok
 VOCAB_TOLERANCE = 0.01         # vocabularies within 1%: the same tokenizer, padded
 
 
@@ -151,9 +154,10 @@ class Scenario(Spec):
     speculative: Speculative | None = Field(default=None, description="Speculative decoding.")
     routing: Routing | None = Field(default=None, description="Route a share to a small model.")
     mem_bw_utilization: float | None = Field(
-        default=None, gt=0.0, le=1.0,
+        default=None, ge=MIN_MEM_BW_UTILIZATION, le=1.0,
         description="Achieved / peak memory bandwidth (default: efficiency defaults for the GPU).")
-    usd_per_gpu_hour: float | None = Field(default=None, gt=0.0,
+    usd_per_gpu_hour: float | None = Field(default=None, gt=0.0, le=MAX_USD_PER_GPU_HOUR,
+                                           allow_inf_nan=False,
                                            description="Price (default: hardware_db).")
     profile: str | None = Field(default=None, description="Calibrated profile YAML.")
     metric: MetricName | None = Field(default=None,
