@@ -55,6 +55,12 @@ def weight_bytes_by_group(m: ModelSpec, p: Precision, dep: Deployment) -> dict[s
     return {k: v / share for k, v in groups.items()}
 
 
+def reserve_bytes(dep: Deployment):
+    """Runtime reserve per GPU: CUDA context and workspaces, plus NCCL buffers when the model
+    spans GPUs. The one definition estimate_memory and batching's vectorized check share."""
+    return RUNTIME_RESERVE_BYTES + (COLLECTIVE_RESERVE_BYTES if dep.num_gpus > 1 else 0.0)
+
+
 def kv_cache_bytes(m: ModelSpec, p: Precision, *, batch: int, context: int,
                    dep: Deployment | None = None, block_tokens: int = 1) -> float:
     """B sequences x S tokens: full-attention layers hold S (rounded to blocks), windowed
@@ -112,7 +118,7 @@ def estimate_memory(m: ModelSpec, hw: HardwareSpec, p: Precision, *, batch: int,
     validate_deployment(m, dep)
     groups = weight_bytes_by_group(m, p, dep)
     weights = sum(groups.values()) + extra_weight_bytes
-    reserve = RUNTIME_RESERVE_BYTES + (COLLECTIVE_RESERVE_BYTES if dep.num_gpus > 1 else 0.0)
+    reserve = reserve_bytes(dep)
     fixed = weights + reserve                 # what the engine holds before the KV pool
 
     def capacity_at(act_bytes: float) -> float:
