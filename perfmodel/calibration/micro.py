@@ -109,7 +109,7 @@ def _gemm_curve(recs: list[dict], peak: float, bw: float, kernel_s: float,
     meas = np.array([r["seconds"] for r in recs], dtype=float)
 
     def predict(v):
-        e = v["gemm_max"] * m / (m + v["gemm_half_m"])
+        e = Efficiency.model_construct(gemm_max=v["gemm_max"], gemm_half_m=v["gemm_half_m"]).gemm(m)
         return np.maximum(flops / (peak * e), nbytes / bw) + v["fixed_s"]
 
     params = [solve.Param("gemm_max", min(start[0], 0.95), "frac", 20.0, "default"),
