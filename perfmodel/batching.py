@@ -48,8 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.memory import (COLLECTIVE_RESERVE_BYTES, MAX_BATCH_SEARCH, RUNTIME_RESERVE_BYTES,
-                              usable_bytes,
+from perfmodel.memory import (MAX_BATCH_SEARCH, reserve_bytes, usable_bytes,
                               activation_bytes, kv_cache_bytes, weight_bytes_by_group)
 from perfmodel.parallel import p2p_s
 from perfmodel.predict import Scenario
@@ -120,7 +119,7 @@ def weights_bytes(sc: Scenario) -> float:
 def loaded_bytes(sc: Scenario, C, context, weights: float | None = None):
     """Per-GPU bytes besides the KV cache: weights, runtime reserve, activation peak."""
     w = weights_bytes(sc) if weights is None else weights
-    reserve = RUNTIME_RESERVE_BYTES + (COLLECTIVE_RESERVE_BYTES if sc.dep.num_gpus > 1 else 0.0)
+    reserve = reserve_bytes(sc.dep)
     return w + reserve + activation_bytes(sc.model, sc.precision, sc.engine,
                                           batch=np.asarray(C, dtype=float), context=context,
                                           dep=sc.dep, attention=sc.attention)
