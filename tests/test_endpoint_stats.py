@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from perfmodel.endpoint import LevelStats, RequestSample, find_knee, percentile, summarize
 from perfmodel.endpoint.gpu import parse_nvidia_smi
+from perfmodel.errors import PerfModelError
 from perfmodel.units import MiB
 
 
@@ -127,7 +128,7 @@ request = st.builds(
     st.floats(0, 100), st.floats(0, 10), st.floats(0, 10), st.integers(1, 500), st.booleans())
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(st.lists(request, min_size=1, max_size=40))
 def test_summarize_orders_and_bounds(samples):
     s = summarize(samples)
@@ -139,3 +140,19 @@ def test_summarize_orders_and_bounds(samples):
     if s.ok:
         assert s.ttft_p50_s <= max(r.e2e_s for r in samples if r.ok) + 1e-9
     assert s.output_tok_s >= 0 and math.isfinite(s.output_tok_s)
+
+
+stats_strategy = st.builds(level, st.floats(0, 1e6), st.one_of(st.none(), st.floats(1e-6, 1e3)),
+                           st.integers(0, 10))
+
+
+@given(st.lists(st.tuples(st.integers(-2, 64), stats_strategy), max_size=6))
+def test_find_knee_is_a_level_of_the_run_or_a_clean_error(levels):
+    try:
+        k = find_knee(levels)
+    except PerfModelError:
+        cs = [c for c, _ in levels]
+        assert len(set(cs)) != len(cs) or min(cs) <= 0   # only bad concurrencies are refused
+        return
+    assert k.concurrency is None or k.concurrency in {c for c, _ in levels}
+    assert k.reason

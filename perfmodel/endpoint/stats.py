@@ -22,6 +22,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.errors import PerfModelError
+
 TokenSource = Literal["usage", "chunks"]
 
 MIN_WALL_S = 1e-6  # below a microsecond the clock cannot time a level: rates are reported as 0
@@ -147,10 +149,14 @@ def find_knee(levels: Sequence, min_gain: float = KNEE_MIN_GAIN) -> Knee:
     doubling so levels 1,2,4,8 and 1,4,16 are judged alike. A next level with no successful
     request counts as "no gain, slower". Levels whose own throughput is 0 are skipped.
     None when every step still scales (the sweep did not reach the knee).
-    `levels` holds (concurrency, LevelStats) pairs or objects with .concurrency and .stats.
+    `levels` holds (concurrency, LevelStats) pairs or objects with .concurrency and .stats;
+    concurrencies must be distinct positive integers (PerfModelError otherwise).
     """
     pts = sorted(((lv.concurrency, lv.stats) if hasattr(lv, "stats") else tuple(lv) for lv in levels),
                  key=lambda cs: cs[0])
+    cs = [c for c, _ in pts]
+    if any(not (isinstance(c, (int, np.integer)) and c > 0) for c in cs) or len(set(cs)) != len(cs):
+        raise PerfModelError(f"find_knee needs distinct positive integer concurrencies, got {cs}")
     for (c0, s0), (c1, s1) in zip(pts, pts[1:]):
         if s0.output_tok_s <= 0 or s0.e2e_p50_s is None:
             continue
