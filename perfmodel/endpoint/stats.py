@@ -163,7 +163,10 @@ def find_knee(levels: Sequence, min_gain: float = KNEE_MIN_GAIN) -> Knee:
         if s1.ok == 0 or s1.e2e_p50_s is None:
             return Knee(concurrency=c0, min_gain_per_doubling=min_gain,
                         reason=f"no request succeeded at concurrency {c1}")
-        gain = (s1.output_tok_s / s0.output_tok_s) ** (1.0 / math.log2(c1 / c0))
+        ratio = s1.output_tok_s / s0.output_tok_s
+        # per-doubling gain, in logs so close concurrencies (1000 -> 1001) cannot overflow
+        log_gain = math.log(ratio) / math.log2(c1 / c0) if ratio > 0 else -math.inf
+        gain = math.exp(min(log_gain, 700.0))
         slower = s1.e2e_p50_s > s0.e2e_p50_s
         if gain < 1.0 + min_gain and slower:
             return Knee(concurrency=c0, min_gain_per_doubling=min_gain,
