@@ -64,7 +64,7 @@ ASSUMPTIONS = [
 
 
 def num(v: float) -> str:
-    """A readable number with about three significant digits, no exponent for 1e-3..1e9."""
+    """A readable number with about three significant digits, no exponent between a thousandth and a billion."""
     if v is None or not math.isfinite(v):
         return "n/a"
     a = abs(v)
