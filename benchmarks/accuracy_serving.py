@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from perfmodel.api import resolve
-from perfmodel.batching import curve, limits
-from perfmodel.errors import PerfModelError
-from perfmodel.serving import max_throughput
+from perfmodel.serving.batching import curve, limits
+from perfmodel.core.errors import PerfModelError
+from perfmodel.serving.curve import max_throughput
 
 GPUS = {"H100 SXM 80GB": "h100-sxm", "H100 SXM 80GB HBM3": "h100-sxm", "H200 SXM 141GB": "h200-sxm",
         "L40S": "l40s", "A100 SXM4 80GB": "a100-sxm-80gb", "A100 SXM 80GB": "a100-sxm-80gb",

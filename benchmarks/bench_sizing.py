@@ -13,9 +13,10 @@ from dataclasses import fields
 
 import numpy as np
 
-from perfmodel import batching, sizing
-from perfmodel.batching import Curve
-from perfmodel.hardware import list_gpus
+from perfmodel.serving import batching
+from perfmodel.analysis import sizing
+from perfmodel.serving.batching import Curve
+from perfmodel.core.hardware import list_gpus
 
 REQUEST = dict(model="llama-3.1-70b", rate_rps=10.0, prompt=1000, output=300, ttft_slo_s=1.0,
                tpot_slo_s=0.05, counts=[1, 2, 4, 8], precisions=["bf16", "fp8", "int4", "fp4"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from perfmodel.api import predict_request
-from perfmodel.sweep import SweepSpec, sweep_arrays
+from perfmodel.analysis.sweep import SweepSpec, sweep_arrays
 
 
 def main() -> None:

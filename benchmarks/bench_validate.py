@@ -17,11 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from perfmodel.validate import default_data, load_rows, validate  # noqa: E402
-from perfmodel.validation.mapping import map_rows  # noqa: E402
-from perfmodel.validation.predictors import predict_target  # noqa: E402
-from perfmodel.validation.report import accuracy_markdown  # noqa: E402
-from perfmodel.errors import PerfModelError  # noqa: E402
+from perfmodel.analysis.validation.run import default_data, load_rows, validate  # noqa: E402
+from perfmodel.analysis.validation.mapping import map_rows  # noqa: E402
+from perfmodel.analysis.validation.predictors import predict_target  # noqa: E402
+from perfmodel.analysis.validation.report import accuracy_markdown  # noqa: E402
+from perfmodel.core.errors import PerfModelError  # noqa: E402
 
 BUDGET_S = 10.0
 

@@ -7,7 +7,7 @@
 Writes the profile YAML (atomically), a report beside it (<profile>.report.md: fitted vs
 measured per point, errors on fit and held-out points next to datasheet-only predictions),
 and for a CPU run the CPU's measured hardware spec in <profile dir>/hardware/.
-The fit itself is perfmodel.calibration.fit_profile (see its modules for the method).
+The fit itself is perfmodel.analysis.calibration.fit_profile (see its modules for the method).
 """
 from __future__ import annotations
 

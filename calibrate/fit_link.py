@@ -4,7 +4,7 @@
     python calibrate/fit_link.py calibrate/data/raw-nccl-h200x2-20261129.json \
         --gpu h200-sxm --out calibrate/profiles/h200-sxm-x2-link.yaml
 
-Model (perfmodel/parallel.py allreduce_s, evaluated by calling it):
+Model (perfmodel/core/parallel.py allreduce_s, evaluated by calling it):
     t(b) = 2(p-1)/p * b / (link_bw * eff.link) + 2*ceil(log2 p) * latency
 with link_bw the hardware_db intra_node_link bandwidth. eff.link and latency are fitted by
 least squares on log t over the message sizes (every size weighs the same, whatever its time).
@@ -27,15 +27,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perfmodel.api import resolve  # noqa: E402
-from perfmodel.efficiency import default_efficiency  # noqa: E402
-from perfmodel.errors import PerfModelError  # noqa: E402
-from perfmodel.hardware import load_gpu  # noqa: E402
-from perfmodel.calibration.stats import ratio_errors  # noqa: E402
-from perfmodel.parallel import allreduce_hops, allreduce_s  # noqa: E402
-from perfmodel.predict import request_times  # noqa: E402
-from perfmodel.profile import Profile, save_profile  # noqa: E402
-from perfmodel.specs import Efficiency, LinkSpec  # noqa: E402
-from perfmodel.units import MS, US  # noqa: E402
+from perfmodel.core.efficiency import default_efficiency  # noqa: E402
+from perfmodel.core.errors import PerfModelError  # noqa: E402
+from perfmodel.core.hardware import load_gpu  # noqa: E402
+from perfmodel.analysis.calibration.stats import ratio_errors  # noqa: E402
+from perfmodel.core.parallel import allreduce_hops, allreduce_s  # noqa: E402
+from perfmodel.core.predict import request_times  # noqa: E402
+from perfmodel.core.profile import Profile, save_profile  # noqa: E402
+from perfmodel.core.specs import Efficiency, LinkSpec  # noqa: E402
+from perfmodel.core.units import MS, US  # noqa: E402
 
 
 def allreduce_points(raw: dict, curve: str) -> tuple[np.ndarray, np.ndarray]:
@@ -49,7 +49,7 @@ def allreduce_points(raw: dict, curve: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def model_s(nbytes, p: int, link_bw: float, eff: float, latency_s: float):
-    """perfmodel.parallel.allreduce_s with the link's figures as arguments."""
+    """perfmodel.core.parallel.allreduce_s with the link's figures as arguments."""
     link = LinkSpec.model_construct(name="fitted", bandwidth_bytes_per_s=link_bw,
                                     latency_s=latency_s)
     return allreduce_s(np.asarray(nbytes, dtype=float), p, link, Efficiency.model_construct(link=eff))

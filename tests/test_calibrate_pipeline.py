@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 import perfmodel.cli.calibrate as cal_cli
-from perfmodel.calibration.raw import model_from_shape
+from perfmodel.analysis.calibration.raw import model_from_shape
 from perfmodel.cli import main
-from perfmodel.profile import load_profile
+from perfmodel.core.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 H200_RAW = ROOT / "calibrate" / "data" / "raw-h200-sxm-20261129.json"

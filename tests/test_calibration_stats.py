@@ -1,4 +1,4 @@
-"""perfmodel.calibration.stats.ratio_errors: the one definition of fit errors."""
+"""perfmodel.analysis.calibration.stats.ratio_errors: the one definition of fit errors."""
 
 import math
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfmodel.calibration.stats import ratio_errors
-from perfmodel.errors import PerfModelError
+from perfmodel.analysis.calibration.stats import ratio_errors
+from perfmodel.core.errors import PerfModelError
 
 
 def test_hand_computed_values():

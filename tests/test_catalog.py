@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfmodel.catalog import catalog_dir, list_models, load_model, load_spec_file
-from perfmodel.catalog.hf_config import load_hf_config
+from perfmodel.core.catalog import catalog_dir, list_models, load_model, load_spec_file
+from perfmodel.core.catalog.hf_config import load_hf_config
 from perfmodel.cli import catalog as cli_catalog
-from perfmodel.errors import PerfModelError, SpecFileError, UnknownIdError
-from perfmodel.params import count_params
-from perfmodel.specs import ModelSpec
+from perfmodel.core.errors import PerfModelError, SpecFileError, UnknownIdError
+from perfmodel.core.params import count_params
+from perfmodel.core.specs import ModelSpec
 
 MODELS = list_models()
 YAML_FILES = sorted(catalog_dir().glob("*.yaml"))

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from perfmodel import api
-from perfmodel.hardware import load_gpu
-from perfmodel.units import GB, MS, TERA
+from perfmodel.core.hardware import load_gpu
+from perfmodel.core.units import GB, MS, TERA
 from perfmodel.webapp import (charts, charts_accuracy, charts_calib, charts_claims, charts_measure,
                               charts_size, charts_spec, charts_sweep)
 

@@ -12,14 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel import serving, speculative
-from perfmodel.claims import (Attribution, Evaluation, Explanation, Inverse, Scenario, attribute,
+from perfmodel.serving import curve as serving
+from perfmodel.analysis import speculative
+from perfmodel.analysis.claims import (Attribution, Evaluation, Explanation, Inverse, Scenario, attribute,
                               evaluate, explain, fill, load_scenario, parse_claim, solve)
-from perfmodel.claims.attribute import check_pair
-from perfmodel.claims.scenario import oriented, revise
+from perfmodel.analysis.claims.attribute import check_pair
+from perfmodel.analysis.claims.scenario import oriented, revise
 from perfmodel.cli import main
-from perfmodel.engines import ENGINES
-from perfmodel.errors import PerfModelError, SpecFileError
+from perfmodel.core.engines import ENGINES
+from perfmodel.core.errors import PerfModelError, SpecFileError
 
 BASE = Scenario(name="8B bf16 vllm", model="llama-3.1-8b", gpu="h100-sxm", engine="vllm",
                 batch=1, prompt_tokens=512, output_tokens=128)
@@ -52,7 +53,7 @@ def test_ordered_and_shapley_factors_multiply_to_the_total(metric):
 
 
 def test_shapley_beyond_the_exact_limit_is_sampled_and_still_exact_in_product(monkeypatch):
-    mod = importlib.import_module("perfmodel.claims.attribute")
+    mod = importlib.import_module("perfmodel.analysis.claims.attribute")
     monkeypatch.setattr(mod, "EXACT_SHAPLEY_MAX", 3)
     att = attribute(HF, MANY, "e2e_s")
     assert "random orders" in att.shapley_method
@@ -427,7 +428,7 @@ def test_fuzz_check_pair(a, claim, metric, what):
 
 @pytest.mark.parametrize("preset", ["", "gpt6", "GPT6-50-PERCENT ", "../x"])
 def test_unknown_presets_are_clean_errors(preset):
-    from perfmodel.claims import run_preset
+    from perfmodel.analysis.claims import run_preset
     with pytest.raises(PerfModelError):
         run_preset(preset)
 

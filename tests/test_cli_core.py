@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from perfmodel import api
 from perfmodel.api import RequestEstimate
 from perfmodel.cli import main
-from perfmodel.errors import PerfModelError
+from perfmodel.core.errors import PerfModelError
 
 MEMORY_KEYS = {"weight_bytes", "kv_bytes_per_token", "kv_cache_bytes", "activation_bytes",
                "reserve_bytes", "total_bytes", "capacity_bytes", "fits", "max_batch", "max_context"}

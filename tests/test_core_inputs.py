@@ -12,16 +12,16 @@ from hypothesis import strategies as st
 
 from perfmodel import api
 from perfmodel.cli import main
-from perfmodel.efficiency import default_efficiency
-from perfmodel.engines import ENGINES, load_engine
-from perfmodel.errors import PerfModelError, UnknownIdError
-from perfmodel.hardware import load_gpu
-from perfmodel.memory import MemoryEstimate
-from perfmodel.predict import Scenario
-from perfmodel.profile import load_profile
-from perfmodel.roofline import step_time
-from perfmodel.specs import Efficiency, Precision
-from perfmodel.sweep import SweepSpec, sweep_arrays
+from perfmodel.core.efficiency import default_efficiency
+from perfmodel.core.engines import ENGINES, load_engine
+from perfmodel.core.errors import PerfModelError, UnknownIdError
+from perfmodel.core.hardware import load_gpu
+from perfmodel.core.memory import MemoryEstimate
+from perfmodel.core.predict import Scenario
+from perfmodel.core.profile import load_profile
+from perfmodel.core.roofline import step_time
+from perfmodel.core.specs import Efficiency, Precision
+from perfmodel.analysis.sweep import SweepSpec, sweep_arrays
 
 MODELS = ["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "gemma-2-9b", "gpt-oss-20b",
           "qwen3-30b-a3b", "nope"]

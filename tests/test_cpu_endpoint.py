@@ -32,10 +32,10 @@ from gguf_tiny import random_llama_bytes, vocabulary, write_random_llama  # noqa
 from servers import free_port, stop, wait_until_up  # noqa: E402
 
 from perfmodel.api import predict_request  # noqa: E402
-from perfmodel.efficiency import default_efficiency  # noqa: E402
-from perfmodel.endpoint import EndpointConfig, run_benchmark  # noqa: E402
-from perfmodel.profile import Profile  # noqa: E402
-from perfmodel.specs import HardwareSpec, ModelSpec  # noqa: E402
+from perfmodel.core.efficiency import default_efficiency  # noqa: E402
+from perfmodel.analysis.endpoint import EndpointConfig, run_benchmark  # noqa: E402
+from perfmodel.core.profile import Profile  # noqa: E402
+from perfmodel.core.specs import HardwareSpec, ModelSpec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = dict(d_model=2048, layers=8, heads=16, kv_heads=4, ffn=1536)

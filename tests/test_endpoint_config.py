@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from perfmodel.cli import main
-from perfmodel.endpoint import (MAX_CONCURRENCY, MAX_REQUESTS, ApiKeyError, EndpointConfig,
+from perfmodel.analysis.endpoint import (MAX_CONCURRENCY, MAX_REQUESTS, ApiKeyError, EndpointConfig,
                                 build_prompt)
 
 GOOD = dict(url="http://127.0.0.1:8000/v1", model="m", concurrency=(1, 2))

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from perfmodel.cli import main
-from perfmodel.endpoint import EndpointConfig, NotOpenAIEndpointError, run_benchmark
+from perfmodel.analysis.endpoint import EndpointConfig, NotOpenAIEndpointError, run_benchmark
 
 MODELS = json.dumps({"object": "list", "data": [{"id": "fake", "owned_by": "vllm"}]}).encode()
 
@@ -108,7 +108,7 @@ def test_non_openai_models_answer_is_a_clean_error(faulty, capsys):
 
 def test_run_json_round_trips(faulty):
     from perfmodel.cli.common import to_jsonable
-    from perfmodel.endpoint import BenchmarkRun
+    from perfmodel.analysis.endpoint import BenchmarkRun
 
     run = sweep(faulty, "good")
     again = BenchmarkRun.model_validate_json(json.dumps(to_jsonable(run)))

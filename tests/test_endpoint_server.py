@@ -22,7 +22,7 @@ from gguf_tiny import write_tiny_llama  # noqa: E402
 from servers import free_port, stop, wait_until_up  # noqa: E402
 
 from perfmodel.cli import main  # noqa: E402
-from perfmodel.endpoint import EndpointConfig, run_benchmark  # noqa: E402
+from perfmodel.analysis.endpoint import EndpointConfig, run_benchmark  # noqa: E402
 
 SECRET = "pm-test-key-6f1d2c9e"  # the server's key; must never appear in our output
 KEY_ENV = "PM_BENCH_TEST_KEY"

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.endpoint import LevelStats, RequestSample, find_knee, percentile, summarize
-from perfmodel.endpoint.gpu import parse_nvidia_smi
-from perfmodel.errors import PerfModelError
-from perfmodel.units import MiB
+from perfmodel.analysis.endpoint import LevelStats, RequestSample, find_knee, percentile, summarize
+from perfmodel.analysis.endpoint.gpu import parse_nvidia_smi
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.units import MiB
 
 
 def ok(index, start, end, ttft, tokens, itl=()):

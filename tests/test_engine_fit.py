@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 
 from perfmodel.api import resolve
 from perfmodel.cli.calibrate_engine import main
-from perfmodel.endpoint import (BenchmarkRun, EndpointConfig, LevelResult, PredictSpec,
+from perfmodel.analysis.endpoint import (BenchmarkRun, EndpointConfig, LevelResult, PredictSpec,
                                 RequestSample, ServerInfo, find_knee, summarize)
-from perfmodel.endpoint.fit import engine_profile, fit_engine, fit_target, load_run
-from perfmodel.endpoint.record import build_record
-from perfmodel.errors import PerfModelError
-from perfmodel.predict import request_times
-from perfmodel.profile import load_profile
+from perfmodel.analysis.endpoint.fit import engine_profile, fit_engine, fit_target, load_run
+from perfmodel.analysis.endpoint.record import build_record
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.predict import request_times
+from perfmodel.core.profile import load_profile
 
 TRUE = {"cpu_overhead_per_step_s": 1.7e-3, "per_request_overhead_s": 42e-3}
 MODEL, GPU, ENGINE = "llama-3.1-8b", "h100-sxm", "vllm"

@@ -1,4 +1,4 @@
-"""perfmodel.calibration (calibrate/fit.py): recovers known parameters, holds points out,
+"""perfmodel.analysis.calibration (calibrate/fit.py): recovers known parameters, holds points out,
 reports honestly, rejects bad raw data with the field's name, and fits the committed H200 run."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 from calib_synth import (DELETE, GPU, TRUE_EFF, TRUE_ENGINES, mutated, synthetic_raw)
 from perfmodel.api import predict_request
-from perfmodel.calibration import FitReport, check_raw, fit_profile, read_raw
-from perfmodel.calibration.points import e2e_points, split
+from perfmodel.analysis.calibration import FitReport, check_raw, fit_profile, read_raw
+from perfmodel.analysis.calibration.points import e2e_points, split
 from perfmodel.cli import main
-from perfmodel.errors import PerfModelError
-from perfmodel.engines import ENGINES
-from perfmodel.profile import Profile, apply_engine, load_profile
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.engines import ENGINES
+from perfmodel.core.profile import Profile, apply_engine, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 H200_RAW = ROOT / "calibrate" / "data" / "raw-h200-sxm-20261129.json"
@@ -286,10 +286,10 @@ def test_elementwise_traffic_scales_only_elementwise_memory():
     """EngineProfile.elementwise_traffic multiplies the bytes of norm/rotary/activation/
     residual ops and nothing else; None keeps the old rule (1, or 0.5 when fused)."""
     from calib_synth import model
-    from perfmodel.efficiency import default_efficiency
-    from perfmodel.hardware import load_gpu
-    from perfmodel.roofline import step_time
-    from perfmodel.specs import Precision
+    from perfmodel.core.efficiency import default_efficiency
+    from perfmodel.core.hardware import load_gpu
+    from perfmodel.core.roofline import step_time
+    from perfmodel.core.specs import Precision
 
     m, hw, p = model(), load_gpu(GPU), Precision.of("bf16")
     eff = default_efficiency(hw)

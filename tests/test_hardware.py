@@ -15,12 +15,12 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel import units
+from perfmodel.core import units
 from perfmodel.cli import main
-from perfmodel.errors import PerfModelError, SpecFileError, UnknownIdError
-from perfmodel.hardware import (ENV_VAR, builtin_dir, hardware_dirs, list_gpus, load_gpu,
+from perfmodel.core.errors import PerfModelError, SpecFileError, UnknownIdError
+from perfmodel.core.hardware import (ENV_VAR, builtin_dir, hardware_dirs, list_gpus, load_gpu,
                                 load_gpu_file)
-from perfmodel.specs import HardwareSpec
+from perfmodel.core.specs import HardwareSpec
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_CSV = REPO / "data" / "hardware_reference.csv"

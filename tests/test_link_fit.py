@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfmodel.api import predict_request, resolve
-from perfmodel.errors import SpecFileError
-from perfmodel.hardware import load_gpu
-from perfmodel.profile import Profile, load_profile
+from perfmodel.core.errors import SpecFileError
+from perfmodel.core.hardware import load_gpu
+from perfmodel.core.profile import Profile, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "calibrate"))

@@ -5,14 +5,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfmodel import api
-from perfmodel.catalog import load_model
-from perfmodel.engines import ENGINES
-from perfmodel.errors import PerfModelError
-from perfmodel.hardware import load_gpu
-from perfmodel.memory import estimate_memory, kv_cache_bytes
-from perfmodel.params import count_params
-from perfmodel.specs import Deployment, Precision
-from perfmodel.units import GB
+from perfmodel.core.catalog import load_model
+from perfmodel.core.engines import ENGINES
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.hardware import load_gpu
+from perfmodel.core.memory import estimate_memory, kv_cache_bytes
+from perfmodel.core.params import count_params
+from perfmodel.core.specs import Deployment, Precision
+from perfmodel.core.units import GB
 
 PRECISIONS = ["int4", "int8", "fp8", "bf16", "fp32"]
 

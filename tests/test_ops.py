@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from perfmodel.catalog import list_models, load_model
-from perfmodel.memory import kv_cache_bytes
-from perfmodel.ops import expected_experts, ops, total
-from perfmodel.params import count_params
-from perfmodel.specs import Precision
-from perfmodel.units import GB, KiB
+from perfmodel.core.catalog import list_models, load_model
+from perfmodel.core.memory import kv_cache_bytes
+from perfmodel.core.ops import expected_experts, ops, total
+from perfmodel.core.params import count_params
+from perfmodel.core.specs import Precision
+from perfmodel.core.units import GB, KiB
 
 BF16 = Precision.of("bf16")
 

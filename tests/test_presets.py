@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from dataclasses import replace
 
-from perfmodel import batching, predict
-from perfmodel.claims import list_presets, run_preset
-from perfmodel.claims.presets import judge
+from perfmodel.serving import batching
+from perfmodel.core import predict
+from perfmodel.analysis.claims import list_presets, run_preset
+from perfmodel.analysis.claims.presets import judge
 from perfmodel.cli import main
 
 PRESETS = ["gpt6-50-percent", "gpt-5.6-sol-14x", "gpt-4o-subsecond"]
@@ -60,8 +61,8 @@ def test_published_arithmetic_of_seed_000(reports):
 
 
 def test_seed_004_model_is_built_from_the_claimed_totals(reports):
-    from perfmodel.claims.preset_gpt4o import TARGET
-    from perfmodel.params import count_params
+    from perfmodel.analysis.claims.preset_gpt4o import TARGET
+    from perfmodel.core.params import count_params
     p = count_params(TARGET)
     # seed 004: "1.8 万亿参数 ... 每次只激活 2800 亿参数"
     assert p.total == pytest.approx(1.8e12, rel=0.02)

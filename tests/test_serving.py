@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.api import resolve
-from perfmodel.batching import curve, limits, max_fit
-from perfmodel.errors import PerfModelError
-from perfmodel.memory import estimate_memory
-from perfmodel.predict import step
-from perfmodel.queueing import at_rate_table, goodput_rps, open_loop
-from perfmodel.serving import (CurvePoint, Knee, MaxThroughput, ServeCurve, doubling_grid,
+from perfmodel.serving.batching import curve, limits, max_fit
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.memory import estimate_memory
+from perfmodel.core.predict import step
+from perfmodel.serving.queueing import at_rate_table, goodput_rps, open_loop
+from perfmodel.serving.curve import (CurvePoint, Knee, MaxThroughput, ServeCurve, doubling_grid,
                                find_knee, max_throughput, serve_curve)
 
 MODELS = ["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "gemma-2-9b", "llama-3.2-1b"]

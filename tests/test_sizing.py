@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.cli import main
-from perfmodel.cost import joules_per_token, usd_per_mtok
-from perfmodel.errors import PerfModelError
-from perfmodel.hardware import load_gpu
-from perfmodel.memory import estimate_memory
+from perfmodel.core.cost import joules_per_token, usd_per_mtok
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.hardware import load_gpu
+from perfmodel.core.memory import estimate_memory
 from perfmodel.api import predict_request, resolve
-from perfmodel.sizing import ENERGY_UTILIZATION, SizingResult, size
+from perfmodel.analysis.sizing import ENERGY_UTILIZATION, SizingResult, size
 
 FEW_GPUS = ["h100-sxm", "l40s", "a100-sxm-80gb", "mi300x", "rtx-4090"]
 models = st.sampled_from(["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "llama-3.2-1b"])

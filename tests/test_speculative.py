@@ -14,13 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfmodel.api import resolve
-from perfmodel.catalog import load_model
+from perfmodel.core.catalog import load_model
 from perfmodel.cli import main
-from perfmodel.drafts import build_drafter, eagle_head, medusa_heads, mtp_module
-from perfmodel.errors import PerfModelError
-from perfmodel.params import count_params
-from perfmodel.predict import step
-from perfmodel.speculative import (SpeculativeEstimate, acceptance_for_tokens, estimate_specs,
+from perfmodel.analysis.drafts import build_drafter, eagle_head, medusa_heads, mtp_module
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.params import count_params
+from perfmodel.core.predict import step
+from perfmodel.analysis.speculative import (SpeculativeEstimate, acceptance_for_tokens, estimate_specs,
                                    speculative_estimate, tokens_per_step)
 
 SPEC_KEYS = {"speedup", "tokens_per_step", "verify_step_s", "draft_step_s", "baseline_step_s",

@@ -6,14 +6,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfmodel.api import predict_request, resolve
-from perfmodel.catalog import list_models, load_model
-from perfmodel.efficiency import default_efficiency
-from perfmodel.engines import ENGINES
-from perfmodel.hardware import list_gpus, load_gpu
-from perfmodel.predict import request_times
-from perfmodel.predict import step as predict_step
-from perfmodel.roofline import roofline_floor_s, step_time
-from perfmodel.specs import Precision
+from perfmodel.core.catalog import list_models, load_model
+from perfmodel.core.efficiency import default_efficiency
+from perfmodel.core.engines import ENGINES
+from perfmodel.core.hardware import list_gpus, load_gpu
+from perfmodel.core.predict import request_times
+from perfmodel.core.predict import step as predict_step
+from perfmodel.core.roofline import roofline_floor_s, step_time
+from perfmodel.core.specs import Precision
 
 BF16 = Precision.of("bf16")
 DENSE = [m for m in list_models() if m.moe is None]

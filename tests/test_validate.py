@@ -16,17 +16,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfmodel.cli import main
-from perfmodel.errors import PerfModelError
-from perfmodel.validate import DEFAULT_TABLE, ROOT, fit_intervals, validate
-from perfmodel.validation import intervals as iv
-from perfmodel.validation.mapping import accepted_tokens, map_rows, parse_load, parse_weights
-from perfmodel.validation.names import engine_id, gpu_id, model_id
-from perfmodel.validation.own import convert_raw
-from perfmodel.validation.report import END, START, replace_block, summary_section, write_docs
-from perfmodel.validation.table import COLUMNS, read_table, write_table
+from perfmodel.core.errors import PerfModelError
+from perfmodel.analysis.validation.run import DEFAULT_TABLE, ROOT, fit_intervals, validate
+from perfmodel.analysis.validation import intervals as iv
+from perfmodel.analysis.validation.mapping import accepted_tokens, map_rows, parse_load, parse_weights
+from perfmodel.analysis.validation.names import engine_id, gpu_id, model_id
+from perfmodel.analysis.validation.own import convert_raw
+from perfmodel.analysis.validation.report import END, START, replace_block, summary_section, write_docs
+from perfmodel.analysis.validation.table import COLUMNS, read_table, write_table
 
-VALIDATION_CODE = (["perfmodel/validate.py", "perfmodel/cli/validate.py"]
-                   + sorted(glob.glob(str(ROOT / "perfmodel/validation/*.py"))))
+VALIDATION_CODE = (["perfmodel/analysis/validation/run.py", "perfmodel/cli/validate.py"]
+                   + sorted(glob.glob(str(ROOT / "perfmodel/analysis/validation/*.py"))))
 
 
 @pytest.fixture(scope="module")
@@ -340,7 +340,7 @@ def test_tensor_parallel_decode_records_convert_at_their_gpu_count():
 
 
 def test_auto_discovered_files_that_are_not_measurements_are_skipped_and_named(monkeypatch, tmp_path):
-    import perfmodel.validate as v
+    import perfmodel.analysis.validation.run as v
     bad = tmp_path / "raw-other.json"
     bad.write_text("{}")
     monkeypatch.setattr(v, "default_data", lambda: [DEFAULT_TABLE, bad])

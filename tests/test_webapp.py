@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from perfmodel import api
-from perfmodel.engines import ENGINES
-from perfmodel.units import MS
+from perfmodel.core.engines import ENGINES
+from perfmodel.core.units import MS
 from perfmodel.webapp import state
 from perfmodel.webapp.inputs import INTERNAL_ERROR
 from perfmodel.webapp.texts import DEFINITIONS, num
@@ -148,7 +148,7 @@ def test_uploaded_config_and_gpu_are_used_and_travel_in_json(root):
 
 
 def test_bad_uploads_and_scenario_files_raise_one_line():
-    from perfmodel.errors import PerfModelError
+    from perfmodel.core.errors import PerfModelError
     for kind, data in (("gpu", b"id: [unclosed"), ("model", b"{\"model_type\": \"nope\"}"),
                        ("profile", b"\xff\xfe"), ("gpu", b"{}")):
         with pytest.raises(PerfModelError) as exc:

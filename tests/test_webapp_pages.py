@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from perfmodel.engines import ENGINES
+from perfmodel.core.engines import ENGINES
 from perfmodel.webapp.texts import DEFINITIONS
 
 from test_webapp import clean, metrics, number, run, uploads  # noqa: F401 - fixture
@@ -34,7 +34,7 @@ def test_sweep_page_rows_follow_the_largest_batch():
 
 
 def test_speculative_page_follows_acceptance():
-    pytest.importorskip("perfmodel.speculative")
+    pytest.importorskip("perfmodel.analysis.speculative")
     at = run("speculative")
     clean(at)
     s0 = number(metrics(at)["Speed-up"])
@@ -60,7 +60,7 @@ def test_definitions_page_lists_metrics_and_every_engine():
 
 
 def test_sweep_over_concurrency_uses_the_serving_model():
-    pytest.importorskip("perfmodel.serving")
+    pytest.importorskip("perfmodel.serving.curve")
     at = run("sweep", sweep_over="concurrency", sweep_max_batch=64)
     clean(at)
     df = at.dataframe[0].value
@@ -71,7 +71,7 @@ def test_sweep_over_concurrency_uses_the_serving_model():
 
 
 def test_compare_page_ranks_deployments_and_follows_the_rate():
-    pytest.importorskip("perfmodel.sizing")
+    pytest.importorskip("perfmodel.analysis.sizing")
     q = dict(size_gpus="h100-sxm,a100-sxm-80gb,l40s", size_precisions="bf16,fp8")
     at = run("compare", size_rate=2, **q)
     clean(at)
@@ -84,7 +84,7 @@ def test_compare_page_ranks_deployments_and_follows_the_rate():
 
 
 def test_compare_page_says_when_nothing_fits():
-    pytest.importorskip("perfmodel.sizing")
+    pytest.importorskip("perfmodel.analysis.sizing")
     at = run("compare", model="llama-3.1-405b", size_gpus="t4", size_precisions="bf16",
              size_max_gpus=2)
     clean(at)
@@ -92,7 +92,7 @@ def test_compare_page_says_when_nothing_fits():
 
 
 def test_accuracy_page_shows_errors_and_the_scatter():
-    pytest.importorskip("perfmodel.validate")
+    pytest.importorskip("perfmodel.analysis.validation.run")
     at = run("accuracy")
     clean(at)
     m = metrics(at)
@@ -160,7 +160,7 @@ def fake_server():
 
 
 def test_measure_page_runs_a_sweep_and_follows_the_scenario(fake_server):
-    pytest.importorskip("perfmodel.endpoint")
+    pytest.importorskip("perfmodel.analysis.endpoint")
     at = run("measure", measure_url=fake_server, measure_model="tiny", measure_levels="1,2,4",
              measure_requests=6, measure_output=16)
     clean(at)
@@ -178,7 +178,7 @@ def test_measure_page_runs_a_sweep_and_follows_the_scenario(fake_server):
 
 
 def test_measure_page_bad_inputs_are_one_line(fake_server):
-    pytest.importorskip("perfmodel.endpoint")
+    pytest.importorskip("perfmodel.analysis.endpoint")
     for query, words in ((dict(measure_model=""), "served model id"),
                          (dict(measure_model="tiny", measure_levels="1,,x"), "levels"),
                          (dict(measure_model="nope"), "nope"),
@@ -193,7 +193,7 @@ def test_measure_page_bad_inputs_are_one_line(fake_server):
 
 
 def test_claims_preset_shows_source_beside_model_and_follows_the_preset():
-    claims = pytest.importorskip("perfmodel.claims")
+    claims = pytest.importorskip("perfmodel.analysis.claims")
     ids = [k for k, _ in claims.list_presets()]
     at = run("claims", claim_preset=ids[0])
     clean(at)
@@ -209,7 +209,7 @@ def test_claims_preset_shows_source_beside_model_and_follows_the_preset():
 
 
 def test_free_claim_against_the_sidebar_scenario():
-    pytest.importorskip("perfmodel.claims")
+    pytest.importorskip("perfmodel.analysis.claims")
     q = dict(claim_mode="free", model="llama-3.2-1b", batch=1, prompt=256, output=64,
              claim_metric="decode_tok_s_per_user")
     at = run("claims", claim_text="2x", **q)
@@ -232,7 +232,7 @@ RAW = "raw-h200-sxm-20261129.json"      # calibrate/bench.py on an H200 (committ
 
 
 def test_calibration_fits_a_raw_result_and_the_profile_reaches_every_page(root):
-    pytest.importorskip("perfmodel.calibration")
+    pytest.importorskip("perfmodel.analysis.calibration")
     if not (root / "calibrate" / "data" / RAW).exists():
         pytest.skip(f"calibrate/data/{RAW} is missing")
     at = run("calibration", calib_raw=RAW, gpu="h200-sxm")
@@ -256,8 +256,8 @@ def test_calibration_fits_a_raw_result_and_the_profile_reaches_every_page(root):
 
 
 def test_bad_raw_upload_is_one_line():
-    pytest.importorskip("perfmodel.calibration")
-    from perfmodel.errors import PerfModelError
+    pytest.importorskip("perfmodel.analysis.calibration")
+    from perfmodel.core.errors import PerfModelError
     from perfmodel.webapp import state
     for data in (b"{}", b"[1, 2]", b"not json"):
         with pytest.raises(PerfModelError) as exc:

@@ -13,7 +13,7 @@ import sys
 
 from pydantic import ValidationError
 
-from perfmodel.errors import PerfModelError, pydantic_message
+from perfmodel.core.errors import PerfModelError, pydantic_message
 
 # command modules, in the order `perfmodel --help` lists them
 COMMANDS = ["catalog", "memory", "predict", "sweep", "spec", "size", "claim", "validate",

@@ -5,7 +5,7 @@
 
 Sub-commands register in SUBCOMMANDS (each a function taking the `calibrate` sub-parsers
 and setting its own `func`); add new ones there. Formatting only: the fit is
-perfmodel.calibration.fit_profile.
+perfmodel.analysis.calibration.fit_profile.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perfmodel.calibration import FitReport, fit_profile, read_raw
-from perfmodel.calibration.report import summary_rows
+from perfmodel.analysis.calibration import FitReport, fit_profile, read_raw
+from perfmodel.analysis.calibration.report import summary_rows
 from perfmodel.cli.common import print_json, print_table
-from perfmodel.errors import PerfModelError
-from perfmodel.profile import Profile, load_profile, save_profile
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.profile import Profile, load_profile, save_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "calibrate" / "bench.py"

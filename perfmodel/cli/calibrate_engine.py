@@ -2,7 +2,7 @@
 
 perfmodel/cli/calibrate.py adds it under `perfmodel calibrate` with add_engine_parser(sub);
 `python -m perfmodel.cli.calibrate_engine RUN.json ...` runs it on its own.
-The fit itself is perfmodel/endpoint/fit.py; this module only parses and formats.
+The fit itself is perfmodel/analysis/endpoint/fit.py; this module only parses and formats.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from perfmodel.cli.common import print_json, print_table
-from perfmodel.endpoint.fit import engine_profile, fit_engine, fit_target, load_run
-from perfmodel.errors import PerfModelError, pydantic_message
-from perfmodel.profile import load_profile, save_profile
-from perfmodel.units import ms
+from perfmodel.analysis.endpoint.fit import engine_profile, fit_engine, fit_target, load_run
+from perfmodel.core.errors import PerfModelError, pydantic_message
+from perfmodel.core.profile import load_profile, save_profile
+from perfmodel.core.units import ms
 
 EPILOG = """\
 The run is a `perfmodel bench-endpoint --out` file. Each level is modelled as a batch of

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from perfmodel import units
+from perfmodel.core import units
 from perfmodel.cli.common import print_json, print_table
-from perfmodel.hardware import list_gpus, load_gpu
-from perfmodel.specs import HardwareSpec
+from perfmodel.core.hardware import list_gpus, load_gpu
+from perfmodel.core.specs import HardwareSpec
 
 MISSING = "-"
 
@@ -35,8 +35,8 @@ def _register_models(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_models(args: argparse.Namespace) -> int:
-    from perfmodel.catalog import list_models
-    from perfmodel.params import count_params
+    from perfmodel.core.catalog import list_models
+    from perfmodel.core.params import count_params
 
     rows = []
     for m in list_models():

@@ -1,16 +1,16 @@
 """`perfmodel claim` and `perfmodel attribute`: check a claimed speed-up, attribute a ratio
 between two scenario files to levers, or run a seed document's preset. Formatting only:
-every number comes from perfmodel.claims."""
+every number comes from perfmodel.analysis.claims."""
 
 from __future__ import annotations
 
-from perfmodel.claims.attribute import attribute, check_pair
-from perfmodel.claims.explain import MAX_LEVERS, MAX_SEARCH_LEVERS, explain, parse_claim
-from perfmodel.claims.inverse import ASSUMPTIONS, solve
-from perfmodel.claims.presets import list_presets, run_preset
-from perfmodel.claims.scenario import METRICS, fill, load_scenario
+from perfmodel.analysis.claims.attribute import attribute, check_pair
+from perfmodel.analysis.claims.explain import MAX_LEVERS, MAX_SEARCH_LEVERS, explain, parse_claim
+from perfmodel.analysis.claims.inverse import ASSUMPTIONS, solve
+from perfmodel.analysis.claims.presets import list_presets, run_preset
+from perfmodel.analysis.claims.scenario import METRICS, fill, load_scenario
 from perfmodel.cli.common import positive_int, print_json, print_table, str_list
-from perfmodel.errors import PerfModelError
+from perfmodel.core.errors import PerfModelError
 
 DEFAULT_METRIC = "decode_tok_s_per_user"
 

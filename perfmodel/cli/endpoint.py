@@ -9,9 +9,9 @@ from pathlib import Path
 
 from perfmodel.cli.common import (int_list, positive_float, positive_int, print_json, print_table,
                                   to_jsonable)
-from perfmodel.endpoint import BenchmarkRun, EndpointConfig, PredictSpec, run_benchmark
-from perfmodel.errors import PerfModelError
-from perfmodel.units import GiB, fmt_seconds, ms
+from perfmodel.analysis.endpoint import BenchmarkRun, EndpointConfig, PredictSpec, run_benchmark
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.units import GiB, fmt_seconds, ms
 
 BAR_WIDTH = 30
 EPILOG = """\

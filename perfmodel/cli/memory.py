@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from perfmodel import api
 from perfmodel.cli.common import positive_int, print_json, print_table
-from perfmodel.engines import ENGINES
-from perfmodel.units import GB, fmt_bytes
+from perfmodel.core.engines import ENGINES
+from perfmodel.core.units import GB, fmt_bytes
 
 
 def add_target_args(p, *, engine_default: str = "vllm") -> None:

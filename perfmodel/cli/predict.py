@@ -5,9 +5,9 @@ from __future__ import annotations
 from perfmodel import api
 from perfmodel.cli.common import nonneg_int, positive_int, print_json, print_table
 from perfmodel.cli.memory import add_target_args
-from perfmodel.profile import load_profile
-from perfmodel.units import GB, ms
-from perfmodel.validation.intervals import request_intervals
+from perfmodel.core.profile import load_profile
+from perfmodel.core.units import GB, ms
+from perfmodel.analysis.validation.intervals import request_intervals
 
 
 def register(sub) -> None:
@@ -41,7 +41,7 @@ def run(args) -> int:
         out = r.model_dump(mode="json")
         out.update({k: v for k, v in r.memory.model_dump(mode="json").items()
                     if k not in out})  # the memory command's keys at top level too
-        out["intervals"] = intervals  # validation residuals: perfmodel/intervals.yaml
+        out["intervals"] = intervals  # validation residuals: perfmodel/analysis/validation/intervals.yaml
         print_json(out)
         return 0
     print(f"{r.model} on {r.gpu} x{r.tp * r.pp}, {r.engine}, {r.precision} "

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 
-from perfmodel import sizing
+from perfmodel.analysis import sizing
 from perfmodel.cli.common import (int_list, positive_float, positive_int, print_json, print_table,
                                   str_list)
-from perfmodel.units import ms
+from perfmodel.core.units import ms
 
 
 def nonneg_float(text: str) -> float:

@@ -1,6 +1,6 @@
 """`perfmodel spec`: speculative decoding speed-up, optimal gamma, break-even batch, and the
 acceptance a claimed speed-up needs. Formatting only; the numbers come from
-perfmodel.speculative."""
+perfmodel.analysis.speculative."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import argparse
 
 from perfmodel.cli.common import nonneg_int, positive_float, positive_int, print_json, print_table
 from perfmodel.cli.memory import add_target_args
-from perfmodel.drafts import METHODS
-from perfmodel.speculative import speculative_estimate
-from perfmodel.units import GB, ms
+from perfmodel.analysis.drafts import METHODS
+from perfmodel.analysis.speculative import speculative_estimate
+from perfmodel.core.units import GB, ms
 
 
 def _number(text: str) -> float:

@@ -8,7 +8,7 @@ import json
 import sys
 
 from perfmodel.cli.common import int_list, str_list
-from perfmodel.sweep import SweepSpec, sweep_rows
+from perfmodel.analysis.sweep import SweepSpec, sweep_rows
 
 
 def register(sub) -> None:

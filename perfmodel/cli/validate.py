@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfmodel.cli.common import print_json, print_table
-from perfmodel.errors import PerfModelError
-from perfmodel.validate import ROOT, fit_intervals, validate
-from perfmodel.validation import intervals as iv
-from perfmodel.validation.report import pct, write_docs
+from perfmodel.core.errors import PerfModelError
+from perfmodel.analysis.validation.run import ROOT, fit_intervals, validate
+from perfmodel.analysis.validation import intervals as iv
+from perfmodel.analysis.validation.report import pct, write_docs
 
 
 def register(sub) -> None:
@@ -21,7 +21,7 @@ def register(sub) -> None:
                    help="calibrated profile YAML; repeatable (default: calibrate/profiles/*.yaml)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--fit-intervals", action="store_true",
-                   help="refit the interval factors and rewrite perfmodel/intervals.yaml")
+                   help="refit the interval factors and rewrite perfmodel/analysis/validation/intervals.yaml")
     p.add_argument("--write-docs", action="store_true",
                    help="rewrite docs/accuracy.md and the README's accuracy block")
     p.set_defaults(func=run)

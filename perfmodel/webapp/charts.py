@@ -1,7 +1,7 @@
 """Pure figure builders for the Calculator: perfmodel results in, plotly figures out.
 
 No Streamlit here and no model arithmetic: the functions only place perfmodel's numbers
-(base units) on axes, converting to display units with perfmodel.units.
+(base units) on axes, converting to display units with perfmodel.core.units.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Sequence
 import plotly.graph_objects as go
 
 from perfmodel.api import OpBreakdown
-from perfmodel.memory import MemoryEstimate
-from perfmodel.specs import HardwareSpec
-from perfmodel.units import GB, GIGA, KB, MILLION, MS, TERA
+from perfmodel.core.memory import MemoryEstimate
+from perfmodel.core.specs import HardwareSpec
+from perfmodel.core.units import GB, GIGA, KB, MILLION, MS, TERA
 
 BOUND_COLORS = {"memory": "#1f77b4", "compute": "#d62728", "communication": "#9467bd",
                 "overhead": "#7f7f7f"}

@@ -1,6 +1,6 @@
 """Pure figure builders for the Calibration page: fitted vs measured step times.
 
-`points` are perfmodel.calibration FitPoint objects (name, phase, measured_s, fitted_s,
+`points` are perfmodel.analysis.calibration FitPoint objects (name, phase, measured_s, fitted_s,
 datasheet_s, held_out)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from perfmodel.units import MS
+from perfmodel.core.units import MS
 from perfmodel.webapp.charts import LAYOUT, log_axis
 
 

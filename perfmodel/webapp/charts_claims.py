@@ -13,7 +13,7 @@ def lever_waterfall(steps: Sequence, metric: str, unit: str, title: str = "") ->
     """Waterfall of the metric from the baseline value through each lever (applied one at a
     time, in order) to the improved value. Each bar is labelled with its factor (> 1 is an
     improvement; for latency and cost, baseline / improved). `steps` carry lever, factor,
-    value_before and value_after (perfmodel.claims Step)."""
+    value_before and value_after (perfmodel.analysis.claims Step)."""
     if not steps:
         fig = go.Figure()
         fig.update_layout(title=title or "no levers", **LAYOUT)

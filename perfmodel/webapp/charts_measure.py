@@ -1,6 +1,6 @@
 """Pure figure builders for the Measure page: measured levels beside the model's prediction.
 
-`levels` are perfmodel.endpoint LevelResult objects (concurrency, stats, prediction)."""
+`levels` are perfmodel.analysis.endpoint LevelResult objects (concurrency, stats, prediction)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from perfmodel.units import MS
+from perfmodel.core.units import MS
 from perfmodel.webapp.charts import LAYOUT, log_axis
 
 

@@ -10,8 +10,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from perfmodel.memory import MemoryEstimate
-from perfmodel.units import GB, MS
+from perfmodel.core.memory import MemoryEstimate
+from perfmodel.core.units import GB, MS
 from perfmodel.webapp.charts import LAYOUT, PART_COLORS, log_axis
 
 

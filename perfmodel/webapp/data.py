@@ -13,13 +13,13 @@ import streamlit as st
 
 from perfmodel import api
 from perfmodel.api import OpBreakdown, RequestEstimate
-from perfmodel.endpoint.stats import Knee, find_knee
-from perfmodel.catalog import load_model
-from perfmodel.errors import PerfModelError
-from perfmodel.hardware import load_gpu
-from perfmodel.memory import MemoryEstimate
-from perfmodel.predict import request_times
-from perfmodel.specs import HardwareSpec, ModelSpec
+from perfmodel.analysis.endpoint.stats import Knee, find_knee
+from perfmodel.core.catalog import load_model
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.hardware import load_gpu
+from perfmodel.core.memory import MemoryEstimate
+from perfmodel.core.predict import request_times
+from perfmodel.core.specs import HardwareSpec, ModelSpec
 from perfmodel.webapp.state import UIScenario, profile_target, target
 
 CACHE = dict(max_entries=512, show_spinner=False)
@@ -95,7 +95,7 @@ def _curve(scn: UIScenario, batch, prompt, output, x) -> tuple:
 def batch_curve(key: str, batches: tuple[int, ...]) -> Curve:
     """Metrics vs batch at the scenario's prompt/output (one vectorized perfmodel call),
     whether each batch fits (perfmodel's max batch at this context), and the knee by the
-    same rule perfmodel.endpoint uses on measurements."""
+    same rule perfmodel.analysis.endpoint uses on measurements."""
     scn = UIScenario.from_key(key)
     predict(key)                                    # validates the scenario first
     b = np.asarray(batches, dtype=float)
@@ -147,9 +147,9 @@ SPEC_FIELDS = ("spec_method", "spec_draft", "spec_alpha", "spec_target")
 
 @st.cache_data(**CACHE)
 def speculative(key: str, gamma: int, with_target: bool = True):
-    """perfmodel.speculative.speculative_estimate at the scenario's batch, with context =
+    """perfmodel.analysis.speculative.speculative_estimate at the scenario's batch, with context =
     its prompt length, for one draft length gamma."""
-    from perfmodel.speculative import speculative_estimate
+    from perfmodel.analysis.speculative import speculative_estimate
 
     scn = UIScenario.from_key(key)
     draft = target(scn.spec_draft, "model") if scn.spec_method == "draft" else None

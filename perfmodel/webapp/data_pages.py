@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.units import MS
+from perfmodel.core.units import MS
 from perfmodel.webapp.data import CACHE, api_kwargs
 from perfmodel.webapp.state import UIScenario, profile_target, target
 
 
 @st.cache_data(**CACHE)
 def serve(key: str, concurrencies: tuple[int, ...]):
-    """perfmodel.serving.serve_curve at these concurrencies, and its knee."""
-    from perfmodel.serving import find_knee, serve_curve
+    """perfmodel.serving.curve.serve_curve at these concurrencies, and its knee."""
+    from perfmodel.serving.curve import find_knee, serve_curve
 
     scn = UIScenario.from_key(key)
     curve = serve_curve(**api_kwargs(scn), prompt=scn.prompt, output=scn.output,
@@ -27,8 +27,8 @@ SIZING_FIELDS = ("size_rate", "size_ttft_ms", "size_tpot_ms", "size_gpus", "size
 
 @st.cache_data(**CACHE, ttl=3600)
 def sizing(key: str):
-    """perfmodel.sizing.size for the scenario's model and lengths and the page's targets."""
-    from perfmodel.sizing import size
+    """perfmodel.analysis.sizing.size for the scenario's model and lengths and the page's targets."""
+    from perfmodel.analysis.sizing import size
 
     scn = UIScenario.from_key(key)
     return size(target(scn.model, "model"), rate_rps=scn.size_rate, prompt=scn.prompt,
@@ -40,23 +40,23 @@ def sizing(key: str):
 
 @st.cache_data(show_spinner="Validating against the measurement tables...", ttl=3600)
 def validation():
-    """perfmodel.validate.validate() over the repository's tables and committed profiles."""
-    from perfmodel.validate import validate
+    """perfmodel.analysis.validation.run.validate() over the repository's tables and committed profiles."""
+    from perfmodel.analysis.validation.run import validate
 
     return validate()
 
 
 @st.cache_data(show_spinner="Running the preset (attribution and lever search)...", ttl=3600)
 def preset(preset_id: str):
-    """perfmodel.claims.run_preset: a seed document's numbers beside the model's."""
-    from perfmodel.claims import run_preset
+    """perfmodel.analysis.claims.run_preset: a seed document's numbers beside the model's."""
+    from perfmodel.analysis.claims import run_preset
 
     return run_preset(preset_id)
 
 
 def claim_baseline(scn: UIScenario):
-    """The sidebar's scenario as a perfmodel.claims Scenario (the claim's baseline)."""
-    from perfmodel.claims import Scenario
+    """The sidebar's scenario as a perfmodel.analysis.claims Scenario (the claim's baseline)."""
+    from perfmodel.analysis.claims import Scenario
 
     return Scenario(name="sidebar scenario", model=target(scn.model, "model"), gpu=target(scn.gpu, "gpu"),
                     tp=scn.tp, pp=scn.pp, ep=scn.ep, weights=scn.weights, kv=scn.kv,
@@ -67,8 +67,8 @@ def claim_baseline(scn: UIScenario):
 
 @st.cache_data(show_spinner="Searching lever combinations...", ttl=3600)
 def explain_claim(key: str):
-    """perfmodel.claims.explain for the page's claim against the sidebar's scenario."""
-    from perfmodel.claims import explain
+    """perfmodel.analysis.claims.explain for the page's claim against the sidebar's scenario."""
+    from perfmodel.analysis.claims import explain
 
     scn = UIScenario.from_key(key)
     return explain(scn.claim_text, scn.claim_metric, claim_baseline(scn))
@@ -77,13 +77,13 @@ def explain_claim(key: str):
 @st.cache_data(show_spinner="Fitting the profile (least squares on log time)...", ttl=3600,
                max_entries=16)
 def calibration(raw_ref: str, gpu: str):
-    """perfmodel.calibration.fit_profile on a raw bench result -> (Profile, FitReport, the
+    """perfmodel.analysis.calibration.fit_profile on a raw bench result -> (Profile, FitReport, the
     profile stored as an upload ref so every page can use it)."""
     import tempfile
     from pathlib import Path
 
-    from perfmodel.calibration import fit_profile, read_raw
-    from perfmodel.profile import save_profile
+    from perfmodel.analysis.calibration import fit_profile, read_raw
+    from perfmodel.core.profile import save_profile
     from perfmodel.webapp.state import raw_target, save_upload
 
     prof, report = fit_profile(read_raw(raw_target(raw_ref)), target(gpu, "gpu") if gpu else None)
@@ -99,7 +99,7 @@ def profile_file(ref: str) -> tuple[str, object]:
     """A stored profile's text and its parsed Profile."""
     from pathlib import Path
 
-    from perfmodel.profile import load_profile
+    from perfmodel.core.profile import load_profile
 
     path = profile_target(ref)
     return Path(path).read_text(encoding="utf-8"), load_profile(path)

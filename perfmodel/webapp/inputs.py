@@ -14,10 +14,10 @@ import functools
 import streamlit as st
 from pydantic import ValidationError
 
-from perfmodel.catalog import list_models
-from perfmodel.engines import ENGINES
-from perfmodel.errors import PerfModelError, pydantic_message
-from perfmodel.hardware import list_gpus
+from perfmodel.core.catalog import list_models
+from perfmodel.core.engines import ENGINES
+from perfmodel.core.errors import PerfModelError, pydantic_message
+from perfmodel.core.hardware import list_gpus
 from perfmodel.webapp import state
 from perfmodel.webapp.state import FIELDS, LIST_FIELDS, UIScenario
 

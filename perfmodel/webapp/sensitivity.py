@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import streamlit as st
 
 from perfmodel import api
-from perfmodel.engines import load_engine
-from perfmodel.errors import PerfModelError
-from perfmodel.hardware import load_gpu
-from perfmodel.profile import Profile, apply_engine, load_profile
+from perfmodel.core.engines import load_engine
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.hardware import load_gpu
+from perfmodel.core.profile import Profile, apply_engine, load_profile
 from perfmodel.webapp.data import CACHE, api_kwargs
 from perfmodel.webapp.state import UIScenario, target
 

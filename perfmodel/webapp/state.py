@@ -20,7 +20,7 @@ from typing import Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from perfmodel.errors import PerfModelError, pydantic_message
+from perfmodel.core.errors import PerfModelError, pydantic_message
 
 UPLOAD_PREFIX = "upload:"
 MAX_UPLOAD_BYTES = 2_000_000        # config.json / YAML files are a few kB
@@ -213,9 +213,9 @@ def save_upload(kind: Literal["model", "gpu", "profile", "raw"], data: bytes, na
 
 def check_upload(kind: str, ref: str) -> None:
     """Parse the stored file with perfmodel's own loader; errors name the upload, not the path."""
-    from perfmodel.catalog import load_model
-    from perfmodel.hardware import load_gpu
-    from perfmodel.profile import load_profile
+    from perfmodel.core.catalog import load_model
+    from perfmodel.core.hardware import load_gpu
+    from perfmodel.core.profile import load_profile
 
     path = upload_path(ref)
     loader = {"model": load_model, "gpu": load_gpu, "profile": load_profile, "raw": _check_raw}[kind]
@@ -228,8 +228,8 @@ def check_upload(kind: str, ref: str) -> None:
 
 
 def _check_raw(path: str) -> None:
-    """A calibrate/bench.py result: perfmodel.calibration's own checks."""
-    from perfmodel.calibration import check_raw, read_raw
+    """A calibrate/bench.py result: perfmodel.analysis.calibration's own checks."""
+    from perfmodel.analysis.calibration import check_raw, read_raw
 
     check_raw(read_raw(path))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from perfmodel.units import GIGA, MS
+from perfmodel.core.units import GIGA, MS
 
 DEFINITIONS: dict[str, tuple[str, str, str]] = {   # id -> (label, unit, definition)
     "ttft_s": ("TTFT", "ms", "Time to first token: request arrival to the first output token "

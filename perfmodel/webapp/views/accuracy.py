@@ -1,4 +1,4 @@
-"""Accuracy: predictions against published and own measurements (perfmodel.validate), the
+"""Accuracy: predictions against published and own measurements (perfmodel.analysis.validation.run), the
 summary per metric, the issue's targets, the rows, and predicted vs measured (log-log)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def pct(x) -> str:
 def render() -> None:
     scn = inputs.keep_url("accuracy")
     st.title("Accuracy")
-    if inputs.optional("perfmodel.validate", "validation (perfmodel/validate.py)") is None:
+    if inputs.optional("perfmodel.analysis.validation.run", "validation (perfmodel/analysis/validation/run.py)") is None:
         return
     rep = inputs.call(data_pages.validation)
     if rep is None:

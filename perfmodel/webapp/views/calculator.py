@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.units import GB, MS
+from perfmodel.core.units import GB, MS
 from perfmodel.webapp import charts, data, inputs
 from perfmodel.webapp.sensitivity import sensitivity
 from perfmodel.webapp.state import METRIC_LABELS

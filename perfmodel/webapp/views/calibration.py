@@ -1,4 +1,4 @@
-"""Calibration: fit a profile to a calibrate/bench.py result (perfmodel.calibration), show
+"""Calibration: fit a profile to a calibrate/bench.py result (perfmodel.analysis.calibration), show
 fitted vs measured with residuals, download the profile, and use it on every page; or load
 a profile YAML directly."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.errors import PerfModelError
-from perfmodel.units import US
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.units import US
 from perfmodel.webapp import charts_calib, data_pages, inputs, state
 from perfmodel.webapp.texts import num
 
@@ -106,7 +106,7 @@ def profile_section(scn) -> None:
 def render() -> None:
     scn = inputs.sidebar("calibration")
     st.title("Calibration")
-    if inputs.optional("perfmodel.calibration", "calibration (perfmodel/calibration)") is None:
+    if inputs.optional("perfmodel.analysis.calibration", "calibration (perfmodel/calibration)") is None:
         return
     st.caption("Run `perfmodel calibrate run` (or `python calibrate/bench.py`) on your GPU, then fit "
                "its raw JSON here; or load a profile YAML. The profile replaces the datasheet "

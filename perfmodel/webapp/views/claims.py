@@ -1,5 +1,5 @@
 """Claim checker: the seed documents as presets (their numbers beside the model's) and
-free-form claims against the sidebar's scenario (perfmodel.claims): lever waterfall,
+free-form claims against the sidebar's scenario (perfmodel.analysis.claims): lever waterfall,
 combinations with verdicts, the physical limit and the assumptions a claim needs."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from perfmodel.webapp.texts import num
 
 
 def unit_of(metric: str) -> str:
-    from perfmodel.claims import METRICS
+    from perfmodel.analysis.claims import METRICS
 
     return METRICS[metric][0] if metric in METRICS else ""
 
@@ -88,7 +88,7 @@ def show_preset(pid: str) -> None:
 
 
 def show_free(scn) -> None:
-    from perfmodel.claims import METRICS
+    from perfmodel.analysis.claims import METRICS
 
     with st.form("claim"):
         c = st.columns([1, 2])
@@ -128,7 +128,7 @@ def show_free(scn) -> None:
 def render() -> None:
     scn = inputs.sidebar("claims")
     st.title("Claim checker")
-    claims = inputs.optional("perfmodel.claims", "the claim checker (perfmodel/claims)")
+    claims = inputs.optional("perfmodel.analysis.claims", "the claim checker (perfmodel/claims)")
     if claims is None:
         return
     st.radio("Check", ["preset", "free"], key="w_claim_mode", horizontal=True,

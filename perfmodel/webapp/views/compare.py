@@ -1,12 +1,12 @@
 """Compare GPUs / sizing: the cheapest deployments that serve a request rate within TTFT
-and TPOT targets (perfmodel.sizing.size), ranked, with tok/s per GPU and $ per Mtok."""
+and TPOT targets (perfmodel.analysis.sizing.size), ranked, with tok/s per GPU and $ per Mtok."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.engines import ENGINES
-from perfmodel.units import MS
+from perfmodel.core.engines import ENGINES
+from perfmodel.core.units import MS
 from perfmodel.webapp import charts_size, data_pages, inputs
 from perfmodel.webapp.texts import help_text, num
 
@@ -35,7 +35,7 @@ def form(scn) -> None:
 def render() -> None:
     scn = inputs.sidebar("compare")
     st.title("Compare GPUs / sizing")
-    if inputs.optional("perfmodel.sizing", "the sizing search (perfmodel/sizing.py)") is None:
+    if inputs.optional("perfmodel.analysis.sizing", "the sizing search (perfmodel/analysis/sizing.py)") is None:
         return
     st.caption(f"The cheapest deployments of {scn.model} serving the rate with {scn.prompt}-token "
                f"prompts and {scn.output}-token outputs (sidebar), each GPU at its best shape, "

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.efficiency import default_efficiency
-from perfmodel.engines import ENGINES
-from perfmodel.hardware import list_gpus
-from perfmodel.units import MS, US
+from perfmodel.core.efficiency import default_efficiency
+from perfmodel.core.engines import ENGINES
+from perfmodel.core.hardware import list_gpus
+from perfmodel.core.units import MS, US
 from perfmodel.webapp import inputs
 from perfmodel.webapp.texts import ASSUMPTIONS, DEFINITIONS
 
@@ -71,9 +71,9 @@ def render() -> None:
     st.subheader("Assumptions")
     for text in ASSUMPTIONS:
         st.markdown(f"- {text}")
-    st.subheader("Engine presets (perfmodel/engines.py)")
+    st.subheader("Engine presets (perfmodel/core/engines.py)")
     st.dataframe(engines_table(), hide_index=True)
-    st.subheader("Default efficiencies (perfmodel/efficiency.py)")
+    st.subheader("Default efficiencies (perfmodel/core/efficiency.py)")
     st.caption("Achievable fractions of the datasheet per vendor and memory type; a calibrated "
                "profile replaces them. GEMM efficiency at M token rows = GEMM max x M / (M + half-M).")
     st.dataframe(efficiency_table(), hide_index=True)

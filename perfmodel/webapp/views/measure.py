@@ -1,4 +1,4 @@
-"""Measure: a short load test of a running OpenAI-compatible endpoint (perfmodel.endpoint),
+"""Measure: a short load test of a running OpenAI-compatible endpoint (perfmodel.analysis.endpoint),
 with the model's prediction for the sidebar's scenario beside each concurrency level."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import streamlit as st
 from pydantic import ValidationError
 
-from perfmodel.errors import PerfModelError, pydantic_message
-from perfmodel.units import MS
+from perfmodel.core.errors import PerfModelError, pydantic_message
+from perfmodel.core.units import MS
 from perfmodel.webapp import charts_measure, inputs
 from perfmodel.webapp.data import api_kwargs
 from perfmodel.webapp.texts import help_text, num
@@ -27,7 +27,7 @@ def levels_of(text: str) -> tuple[int, ...]:
 
 
 def run_sweep(scn):
-    from perfmodel.endpoint import EndpointConfig, run_benchmark
+    from perfmodel.analysis.endpoint import EndpointConfig, run_benchmark
 
     if not scn.measure_model.strip():
         raise PerfModelError("give the served model id (as the server lists it in /models)")
@@ -43,7 +43,7 @@ def run_sweep(scn):
 
 
 def spec_of(scn):
-    from perfmodel.endpoint import PredictSpec
+    from perfmodel.analysis.endpoint import PredictSpec
 
     kw = api_kwargs(scn)
     return PredictSpec(model=kw["model"], gpu=kw["gpu"], engine=scn.engine, weights=scn.weights,
@@ -52,7 +52,7 @@ def spec_of(scn):
 
 def predicted(run, scn):
     """The stored run with the prediction of the CURRENT sidebar scenario on every level."""
-    from perfmodel.endpoint import with_predictions
+    from perfmodel.analysis.endpoint import with_predictions
 
     return with_predictions(run, spec_of(scn))
 
@@ -60,7 +60,7 @@ def predicted(run, scn):
 def render() -> None:
     scn = inputs.sidebar("measure")
     st.title("Measure an endpoint")
-    ep = inputs.optional("perfmodel.endpoint", "the endpoint benchmark (perfmodel/endpoint)")
+    ep = inputs.optional("perfmodel.analysis.endpoint", "the endpoint benchmark (perfmodel/endpoint)")
     if ep is None:
         return
     st.caption("Sends streamed requests to a running OpenAI-compatible server (vLLM, SGLang, "
@@ -96,7 +96,7 @@ def render() -> None:
 
 
 def _on_run_file() -> None:
-    from perfmodel.endpoint import BenchmarkRun
+    from perfmodel.analysis.endpoint import BenchmarkRun
 
     f = st.session_state.get("up_run")
     if f is None:

@@ -1,11 +1,11 @@
 """Speculative decoding: speed-up vs batch and gamma, the break-even batch, and the
-acceptance a target speed-up needs (perfmodel.speculative)."""
+acceptance a target speed-up needs (perfmodel.analysis.speculative)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.units import MS
+from perfmodel.core.units import MS
 from perfmodel.webapp import charts_spec, data, inputs
 from perfmodel.webapp.texts import num
 
@@ -15,10 +15,10 @@ GAMMAS = tuple(range(1, 9))
 def render() -> None:
     scn = inputs.sidebar("speculative")
     st.title("Speculative decoding")
-    spec = inputs.optional("perfmodel.speculative", "speculative decoding (perfmodel/speculative.py)")
+    spec = inputs.optional("perfmodel.analysis.speculative", "speculative decoding (perfmodel/analysis/speculative.py)")
     if spec is None:
         return
-    from perfmodel.drafts import METHODS
+    from perfmodel.analysis.drafts import METHODS
 
     st.caption(f"Target: the sidebar's scenario at batch {scn.batch}, context {scn.prompt} tokens "
                "(the prompt length). Speed-up = tokens per target step x plain step / "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.units import GB, MS, fmt_bytes
+from perfmodel.core.units import GB, MS, fmt_bytes
 from perfmodel.webapp import charts_sweep, data, data_pages, inputs
 from perfmodel.webapp.texts import help_text, num
 
@@ -33,7 +33,7 @@ def batch_section(key: str, grid: tuple[int, ...]) -> None:
                                                     curve.fits, knee), width="stretch")
     if curve.knee is not None:
         st.caption(f"Knee: {'batch ' + str(knee) if knee else 'not reached'} — {curve.knee.reason} "
-                   "(the rule perfmodel.endpoint applies to measured curves).")
+                   "(the rule perfmodel.analysis.endpoint applies to measured curves).")
     if not curve.fits.all():
         st.warning(f"Batches above {int(curve.x[curve.fits].max()) if curve.fits.any() else 0} "
                    "do not fit in memory at this prompt + output length (grey points).")
@@ -96,8 +96,8 @@ def render() -> None:
     key = scn.key()
     c1, c2 = st.columns([1, 3])
     c1.radio("Sweep over", ["batch", "concurrency"], key="w_sweep_over", horizontal=True,
-             help="batch: B sequences decoded together (perfmodel.predict). concurrency: C requests "
-                  "in flight on a serving engine, prefill interleaved (perfmodel.serving).")
+             help="batch: B sequences decoded together (perfmodel.core.predict). concurrency: C requests "
+                  "in flight on a serving engine, prefill interleaved (perfmodel.serving.curve).")
     top = c2.select_slider(f"Largest {scn.sweep_over}", sorted(set(BATCH_LIMITS) | {scn.sweep_max_batch}),
                            key="w_sweep_max_batch",
                            help="Points at 1, 2, 4, ... up to this value.")

@@ -1,0 +1,97 @@
+"""The performance model's prediction beside each measured level (`--predict`).
+
+Each level is predicted as a batch of B = min(concurrency, requests) sequences with the
+level's mean prompt length (server usage, else the requested --prompt-tokens) and its mean
+measured output length, via perfmodel.api.predict_request. Ratios are measured / predicted
+(p50 for latencies): > 1 means the server is slower than the model says (or, for output
+tok/s, faster).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from perfmodel.core.errors import PerfModelError
+
+if TYPE_CHECKING:
+    from perfmodel.analysis.endpoint.config import EndpointConfig
+    from perfmodel.analysis.endpoint.run import BenchmarkRun, LevelResult
+
+
+class PredictSpec(BaseModel):
+    """Which modelled deployment the measurement is compared with (catalog and hardware ids)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1, description="Catalog model id, e.g. llama-3.1-8b")
+    gpu: str = Field(min_length=1, description="hardware_db id, e.g. h100-sxm")
+    engine: str = Field("vllm", min_length=1, description="Engine preset id")
+    weights: str = Field("bf16", min_length=1, description="Weight precision id")
+    kv: str | None = Field(None, description="KV-cache precision id (default: the model's)")
+
+
+class Prediction(BaseModel):
+    """The model's estimate for one level, and measured / predicted ratios."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch: int
+    prompt_tokens: int
+    output_tokens: int
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    output_tok_s_total: float
+    ratios: dict[str, float] = Field(description="measured / predicted: ttft_p50, tpot_p50, e2e_p50, output_tok_s")
+    warnings: list[str] = []
+
+
+def _predict_request():
+    try:
+        from perfmodel.api import predict_request
+    except ImportError as exc:
+        raise PerfModelError(f"--predict needs perfmodel.api, which does not import: {exc}") from None
+    return predict_request
+
+
+def predict_one(spec: PredictSpec, *, batch: int, prompt: int, output: int):
+    """perfmodel.api.predict_request for one workload (its RequestEstimate)."""
+    return _predict_request()(model=spec.model, gpu=spec.gpu, weights=spec.weights, kv=spec.kv,
+                              engine=spec.engine, batch=batch, prompt=prompt, output=output)
+
+
+def check_spec(spec: PredictSpec, cfg: "EndpointConfig") -> None:
+    """Predict the first level before any request is sent, so a bad id fails fast."""
+    predict_one(spec, batch=min(cfg.concurrency[0], cfg.requests), prompt=cfg.prompt_tokens,
+                output=cfg.max_tokens)
+
+
+def _ratio(measured: float | None, predicted: float) -> float | None:
+    return measured / predicted if measured is not None and predicted > 0 else None
+
+
+def predict_level(spec: PredictSpec, cfg: "EndpointConfig", level: "LevelResult") -> Prediction:
+    s = level.stats
+    prompt = (round((s.prompt_tokens_min + s.prompt_tokens_max) / 2)
+              if s.prompt_tokens_min is not None and s.prompt_tokens_max is not None
+              else cfg.prompt_tokens)
+    output = max(1, round(s.output_tokens_total / s.ok)) if s.ok else cfg.max_tokens
+    batch = min(level.concurrency, cfg.requests)
+    r = predict_one(spec, batch=batch, prompt=max(1, prompt), output=output)
+    ratios = {"ttft_p50": _ratio(s.ttft_p50_s, r.ttft_s), "tpot_p50": _ratio(s.tpot_p50_s, r.tpot_s),
+              "e2e_p50": _ratio(s.e2e_p50_s, r.e2e_s),
+              "output_tok_s": _ratio(s.output_tok_s if s.ok else None, r.output_tok_s_total)}
+    return Prediction(batch=batch, prompt_tokens=max(1, prompt), output_tokens=output,
+                      ttft_s=r.ttft_s, tpot_s=r.tpot_s, e2e_s=r.e2e_s,
+                      output_tok_s_total=r.output_tok_s_total,
+                      ratios={k: v for k, v in ratios.items() if v is not None},
+                      warnings=list(getattr(r, "warnings", []) or []))
+
+
+def with_predictions(run: "BenchmarkRun", spec: PredictSpec) -> "BenchmarkRun":
+    """A copy of `run` with a Prediction on every level."""
+    levels = [lv.model_copy(update={"prediction": predict_level(spec, run.config, lv)})
+              for lv in run.levels]
+    return run.model_copy(update={"levels": levels, "predict": spec})

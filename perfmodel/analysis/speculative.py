@@ -1,0 +1,383 @@
+"""Speculative decoding: tokens per target step, the cost of one speculative step from the
+one op list, speed-up, optimal draft length, break-even batch, and the inverse (the
+acceptance a claimed speed-up needs).
+
+Tokens per target step. With per-token acceptance alpha and a chain of gamma draft tokens
+(Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding", eq. 1):
+    E = (1 - alpha^(gamma+1)) / (1 - alpha) = sum_{i=0..gamma} alpha^i
+(1 at alpha = 0, gamma+1 as alpha -> 1; computed as the sum, which is exact at alpha = 1).
+Tree methods (EAGLE, Medusa) and benchmarks report the mean accepted length tau per target
+step INCLUDING the bonus token (EAGLE's tau ~ 3.5-4, TRT-LLM's "acceptance rate" column, the
+TRT-LLM n-gram blog's AL = w + 1). Given tau, tokens_per_step = tau and alpha is derived by
+solving E(alpha, gamma) = tau.
+
+One speculative step at batch B and context S (every time from predict.step, the same
+op list and roofline as plain decoding):
+    verify   = step(target, B, T = gamma+1 (or the tree budget), S, all_logits=True)
+    draft    = first + (gamma - 1) * later          (drafter passes, see below)
+    overhead = CPU work of the proposer that no step contains (n-gram lookup)
+    speedup  = tokens_per_step * step(target, B, 1, S) / (verify + draft + overhead)
+Drafter passes: a draft model, EAGLE head or MTP module runs gamma passes; the first
+consumes the ~tau tokens the last verification accepted (the "catch-up", T = tau: vLLM and
+SGLang run it as a draft extend), the later ones T = w tokens per sequence (w = 1 for a
+chain, the mean tree width (budget - 1)/gamma for a tree). Medusa evaluates all heads in one
+pass on the last hidden state (no KV). n-gram has no draft compute. Drafter passes pay the
+engine's kernel launches but not its per-step scheduler overhead (that runs once per target
+step). Not modelled: the draft model's prefill of the prompt (it adds to TTFT only).
+As B grows, verification of gamma+1 tokens per sequence turns compute-bound and costs
+~(gamma+1) plain steps, so the speed-up falls below 1: the break-even batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from perfmodel.api import resolve
+from perfmodel.core.catalog import load_model
+from perfmodel.analysis.drafts import METHODS, NGRAM_LOOKUP_S, NGRAM_LOOKUP_S_PER_SEQ, Drafter, build_drafter
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.memory import MemoryEstimate, estimate_memory
+from perfmodel.core.parallel import validate_deployment
+from perfmodel.core.predict import Scenario, step
+from perfmodel.core.specs import ModelSpec, Precision
+from perfmodel.core.units import GB
+
+__all__ = ["METHODS", "Drafter", "build_drafter", "tokens_per_step", "acceptance_for_tokens",
+           "step_times", "break_even_batch", "SpeculativeEstimate", "estimate_specs",
+           "speculative_estimate"]
+
+DEFAULT_GAMMA = {"mtp": 1}       # DeepSeek-V3 trains one MTP module (one extra token)
+FALLBACK_GAMMA = 4               # the others: a common vLLM/TRT-LLM setting
+MAX_GAMMA = 64
+GAMMA_SEARCH = range(1, 9)       # optimal gamma is searched over 1..8
+BATCH_SEARCH_MAX = 4096          # break-even batch is searched over 1..4096
+
+
+def tokens_per_step(alpha, gamma):
+    """E = (1 - a^(g+1)) / (1 - a) = sum_{i=0..g} a^i  (Leviathan et al. 2023, eq. 1)."""
+    a = np.asarray(alpha, dtype=float)
+    g = np.asarray(gamma, dtype=float)
+    safe = np.where(a < 1.0, a, 0.0)
+    closed = (1.0 - safe ** (g + 1.0)) / (1.0 - safe)
+    return np.where(a < 1.0, closed, g + 1.0)
+
+
+def acceptance_for_tokens(tau: float, gamma: int) -> float:
+    """alpha in [0, 1] with E(alpha, gamma) = tau, by bisection (E rises with alpha)."""
+    if not 1.0 <= tau <= gamma + 1.0:
+        raise PerfModelError(f"mean accepted tokens {tau} must lie in [1, gamma+1 = {gamma + 1}]")
+    if tau >= gamma + 1.0:
+        return 1.0
+    if tau <= 1.0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if float(tokens_per_step(mid, gamma)) < tau else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Seconds per target step (arrays broadcast over B and tokens)."""
+
+    baseline_s: object
+    verify_s: object
+    draft_s: object
+    overhead_s: object
+    tokens: object
+
+    @property
+    def spec_step_s(self):
+        return self.verify_s + self.draft_s + self.overhead_s
+
+    @property
+    def speedup(self):
+        return self.tokens * self.baseline_s / self.spec_step_s
+
+
+def step_times(target: Scenario, drafter: Drafter, B, S, gamma: int, tokens,
+               verify_tokens: int | None = None) -> StepTimes:
+    """Baseline, verification, drafter and overhead seconds of one target step."""
+    T = gamma + 1 if verify_tokens is None else verify_tokens
+    B = np.asarray(B, dtype=float)
+    tokens = np.asarray(tokens, dtype=float)
+    base = step(target, B, 1.0, S).time_s
+    verify = step(target, B, float(T), S, all_logits=True).time_s
+    zero = np.zeros(np.broadcast_shapes(B.shape, tokens.shape))
+    overhead = zero
+    if drafter.sc is None:
+        draft = zero
+        if drafter.method == "ngram":
+            overhead = zero + NGRAM_LOOKUP_S + NGRAM_LOOKUP_S_PER_SEQ * B
+    elif drafter.method == "medusa":
+        draft = zero + step(drafter.sc, B, 1.0, 0.0).time_s
+    else:
+        width = (T - 1) / gamma                        # 1 for a chain, mean tree width otherwise
+        first = step(drafter.sc, B, tokens, S).time_s  # catch-up on the accepted tokens
+        later = step(drafter.sc, B, width, S).time_s if gamma > 1 else 0.0
+        draft = zero + first + (gamma - 1) * later
+    return StepTimes(base, verify, draft, overhead, zero + tokens)
+
+
+def break_even_batch(target: Scenario, drafter: Drafter, S: int, gamma: int, tokens: float,
+                     verify_tokens: int, max_batch: int) -> tuple[int | None, str]:
+    """Smallest batch (1..BATCH_SEARCH_MAX, within memory) where the speed-up drops below 1."""
+    grid = 2 ** np.arange(int(np.log2(BATCH_SEARCH_MAX)) + 1)
+    sp = step_times(target, drafter, grid, S, gamma, tokens, verify_tokens).speedup
+    below = np.nonzero(sp < 1.0)[0]
+    limit = min(max_batch, BATCH_SEARCH_MAX)
+    if below.size == 0:
+        if max_batch < BATCH_SEARCH_MAX:
+            return None, f"speed-up stays above 1 up to the memory limit (max batch {max_batch})"
+        return None, f"speed-up stays above 1 up to batch {BATCH_SEARCH_MAX}"
+    hi = int(grid[below[0]])
+    lo = hi // 2
+    if hi > 1:  # refine to the exact integer between the two powers of two
+        cand = np.arange(lo + 1, hi + 1)
+        sp_c = step_times(target, drafter, cand, S, gamma, tokens, verify_tokens).speedup
+        hi = int(cand[np.nonzero(sp_c < 1.0)[0][0]])
+    if hi > limit:
+        return None, (f"speed-up stays above 1 up to the memory limit (max batch {max_batch} "
+                      f"at this context); it would fall below 1 at batch {hi}")
+    return hi, f"speed-up falls below 1 from batch {hi}"
+
+
+# --------------------------------------------------------------------------- estimate
+
+
+class BatchPoint(BaseModel):
+    """Speed-up at one batch (same context, gamma and acceptance)."""
+
+    model_config = ConfigDict(frozen=True)
+    batch: int
+    speedup: float
+    fits: bool
+
+
+class SpeculativeEstimate(BaseModel):
+    """Speculative decoding against plain decoding at the same batch, context and engine."""
+
+    model_config = ConfigDict(frozen=True)
+    model: str
+    gpu: str
+    engine: str
+    method: str
+    drafter: str = Field(description="Draft model id, or the head the method adds.")
+    precision: str
+    draft_precision: str
+    batch: int
+    context: int
+    gamma: int = Field(description="Draft tokens per step (tree depth for tree methods).")
+    verify_tokens: int = Field(description="T of the verification step: gamma+1 or the tree budget.")
+    acceptance: float = Field(description="Per-token acceptance alpha (given, or derived from tau).")
+    acceptance_source: str
+    tokens_per_step: float = Field(description="Mean tokens per target step, bonus token included.")
+    speedup: float = Field(description="tokens_per_step * baseline / (verify + draft + overhead).")
+    baseline_step_s: float = Field(description="Plain decode step at this batch and context.")
+    verify_step_s: float = Field(description="Target step over verify_tokens tokens per sequence.")
+    draft_step_s: float = Field(description="All drafter passes of one target step.")
+    overhead_s: float = Field(description="Proposer CPU work outside both (n-gram lookup).")
+    spec_step_s: float = Field(description="verify + draft + overhead.")
+    tpot_s: float = Field(description="spec_step_s / tokens_per_step.")
+    baseline_tpot_s: float
+    decode_tok_s_per_user: float
+    baseline_tok_s_per_user: float
+    verify_bound: str = Field(description="What bounds the verification step.")
+    optimal_gamma: int = Field(description="Chain gamma in 1..8 with the best speed-up at this alpha.")
+    optimal_speedup: float
+    breakeven_batch: int | None = Field(description="Smallest batch (within memory) with speed-up < 1.")
+    breakeven_note: str
+    batch_curve: list[BatchPoint]
+    fits: bool
+    draft_weight_bytes: float = Field(description="Drafter weights per GPU (shared weights excluded).")
+    draft_kv_bytes_per_token: float
+    memory: MemoryEstimate
+    target_speedup: float | None
+    required_acceptance: float | None = Field(description="alpha that reaches target_speedup.")
+    required_tokens_per_step: float | None = Field(description="tau at that alpha.")
+    required_note: str
+    warnings: list[str]
+    assumptions: list[str]
+
+
+def _positive_int(name: str, v, low: int = 1) -> int:
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < low:
+        raise PerfModelError(f"{name} must be an integer >= {low}, got {v!r}")
+    return int(v)
+
+
+def _finite(name: str, v) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not np.isfinite(v):
+        raise PerfModelError(f"{name} must be a finite number, got {v!r}")
+    return float(v)
+
+
+def _solve_acceptance(target, drafter, batch, context, gamma, verify_tokens, goal):
+    """Bisection on alpha in [0, 1] for speedup(alpha) = goal (speed-up rises with alpha)."""
+    def sp(a: float) -> float:
+        tau = float(tokens_per_step(a, gamma))
+        return float(step_times(target, drafter, batch, context, gamma, tau, verify_tokens).speedup)
+    best = sp(1.0)
+    if best < goal:
+        return None, (f"unreachable: even with every draft token accepted (tau = {gamma + 1}) "
+                      f"the speed-up is {best:.3g} at batch {batch}")
+    if sp(0.0) >= goal:
+        return 0.0, "reached without any accepted draft token"
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if sp(mid) < goal else (lo, mid)
+    return hi, f"alpha >= {hi:.3f} (tau >= {float(tokens_per_step(hi, gamma)):.2f}) at gamma {gamma}"
+
+
+def estimate_specs(target: Scenario, method: str, *, batch: int, context: int,
+                   gamma: int | None = None, acceptance: float | None = None,
+                   mean_accepted_tokens: float | None = None, draft: ModelSpec | None = None,
+                   draft_precision: Precision | None = None, tree_tokens: int | None = None,
+                   target_speedup: float | None = None) -> SpeculativeEstimate:
+    """Speculative decoding of an already-resolved target Scenario (for reuse by claims).
+
+    method: one of METHODS. Give acceptance (alpha in [0, 1)) or mean_accepted_tokens
+    (tau in [1, gamma+1], bonus token included) or only target_speedup (then alpha is
+    solved). gamma defaults to DEFAULT_GAMMA/FALLBACK_GAMMA; tree_tokens is the number of
+    tokens verified per sequence (default gamma+1, a chain). draft/draft_precision: the
+    separate draft model (method 'draft') and the drafter's precision (default: target's).
+    Raises PerfModelError on bad input; never returns NaN or inf.
+    """
+    batch = _positive_int("batch", batch)
+    context = _positive_int("context", context, low=0)
+    gamma = _positive_int("gamma", DEFAULT_GAMMA.get(method, FALLBACK_GAMMA) if gamma is None
+                          else gamma)
+    if gamma > MAX_GAMMA:
+        raise PerfModelError(f"gamma {gamma} is beyond {MAX_GAMMA} draft tokens per step")
+    verify_tokens = gamma + 1 if tree_tokens is None else _positive_int("tree_tokens", tree_tokens)
+    if verify_tokens < gamma + 1 or verify_tokens > 16 * MAX_GAMMA:
+        raise PerfModelError(f"tree_tokens {verify_tokens} must lie in [gamma+1 = {gamma + 1}, "
+                             f"{16 * MAX_GAMMA}]")
+    alpha, tau = _finite("acceptance", acceptance), _finite("mean_accepted_tokens", mean_accepted_tokens)
+    goal = _finite("target_speedup", target_speedup)
+    if alpha is not None and tau is not None:
+        raise PerfModelError("give either acceptance or mean_accepted_tokens, not both")
+    if alpha is None and tau is None and goal is None:
+        raise PerfModelError("give acceptance, mean_accepted_tokens or target_speedup")
+    if alpha is not None and not 0.0 <= alpha < 1.0:
+        raise PerfModelError(f"acceptance {alpha} must lie in [0, 1)")
+    if goal is not None and goal <= 0:
+        raise PerfModelError(f"target speed-up {goal} must be positive")
+    m = target.model
+    if context + verify_tokens > m.max_context:
+        raise PerfModelError(f"context {context} + {verify_tokens} verified tokens exceed the "
+                             f"{m.max_context}-token context of {m.id}")
+    validate_deployment(m, target.dep)
+    drafter = build_drafter(target, method, gamma, draft=draft, draft_precision=draft_precision,
+                            context=context)
+    warnings, assumptions = list(drafter.warnings), list(drafter.assumptions)
+    if tau is not None:
+        alpha, source = acceptance_for_tokens(tau, gamma), "derived from the mean accepted tokens"
+    elif alpha is not None:
+        source = "given"
+    req_alpha, req_note = None, ""
+    if goal is not None:
+        req_alpha, req_note = _solve_acceptance(target, drafter, batch, context, gamma,
+                                                verify_tokens, goal)
+    if alpha is None:
+        alpha = 1.0 if req_alpha is None else req_alpha
+        source = ("solved for the target speed-up" if req_alpha is not None
+                  else "limit alpha -> 1 (target speed-up unreachable)")
+    tau = float(tokens_per_step(alpha, gamma)) if tau is None else tau
+    t = step_times(target, drafter, batch, context, gamma, tau, verify_tokens)
+    verify_est = step(target, batch, verify_tokens, context, all_logits=True)
+
+    best_g, best_sp = gamma, -1.0
+    for g in GAMMA_SEARCH:
+        if context + g + 1 > m.max_context:
+            break
+        d = build_drafter(target, method, g, draft=draft, draft_precision=draft_precision,
+                          context=context) if method == "medusa" else drafter
+        sp = float(step_times(target, d, batch, context, g, tokens_per_step(alpha, g)).speedup)
+        if sp > best_sp:
+            best_g, best_sp = g, sp
+
+    mem = estimate_memory(m, target.hw, target.precision, batch=batch, context=context,
+                          engine=target.engine, dep=target.dep, attention=target.attention,
+                          extra_weight_bytes=drafter.weight_bytes,
+                          extra_kv_bytes_per_token=drafter.kv_bytes_per_token)
+    be, be_note = break_even_batch(target, drafter, context, gamma, tau, verify_tokens,
+                                   mem.max_batch)
+    grid = 2 ** np.arange(int(np.log2(BATCH_SEARCH_MAX)) + 1)
+    curve_sp = step_times(target, drafter, grid, context, gamma, tau, verify_tokens).speedup
+    curve = [BatchPoint(batch=int(b), speedup=float(s), fits=bool(b <= mem.max_batch))
+             for b, s in zip(grid, curve_sp)]
+
+    values = dict(tokens_per_step=tau, speedup=t.speedup, baseline_step_s=t.baseline_s,
+                  verify_step_s=t.verify_s, draft_step_s=t.draft_s, overhead_s=t.overhead_s,
+                  spec_step_s=t.spec_step_s, tpot_s=t.spec_step_s / tau,
+                  baseline_tpot_s=t.baseline_s, decode_tok_s_per_user=tau / t.spec_step_s,
+                  baseline_tok_s_per_user=1.0 / t.baseline_s, optimal_speedup=best_sp)
+    values = {k: float(v) for k, v in values.items()}
+    bad = [k for k, v in values.items() if not np.isfinite(v)] + \
+          [f"batch_curve[{p.batch}]" for p in curve if not np.isfinite(p.speedup)]
+    if bad:  # a defect, not bad input: refuse to return it
+        raise ArithmeticError(f"non-finite result for {', '.join(bad)}")
+    warnings += list(verify_est.warnings)
+    if values["speedup"] < 1.0:
+        warnings.append(f"speculation is slower than plain decoding at batch {batch}: verifying "
+                        f"{verify_tokens} tokens costs {values['verify_step_s'] / values['baseline_step_s']:.2f}"
+                        " plain steps")
+    if goal is not None and req_alpha is None:
+        warnings.append(f"target speed-up {goal:g} is out of reach: {req_note}")
+    if not mem.fits:
+        warnings.append(f"does not fit with the drafter: needs {mem.total_bytes / GB:.1f} GB per "
+                        f"GPU, {mem.capacity_bytes / GB:.1f} GB usable; max batch {mem.max_batch}")
+    return SpeculativeEstimate(
+        model=m.id, gpu=target.hw.id, engine=target.engine.id, method=method,
+        drafter=draft.id if draft is not None else drafter.label,
+        precision=target.precision.label,
+        draft_precision=(drafter.sc.precision.label if drafter.sc is not None else "none"),
+        batch=batch, context=context, gamma=gamma, verify_tokens=verify_tokens,
+        acceptance=float(alpha), acceptance_source=source, verify_bound=str(verify_est.bound),
+        optimal_gamma=best_g, breakeven_batch=be, breakeven_note=be_note, batch_curve=curve,
+        fits=mem.fits, draft_weight_bytes=drafter.weight_bytes,
+        draft_kv_bytes_per_token=drafter.kv_bytes_per_token, memory=mem, target_speedup=goal,
+        required_acceptance=req_alpha,
+        required_tokens_per_step=(None if req_alpha is None
+                                  else float(tokens_per_step(req_alpha, gamma))),
+        required_note=req_note, warnings=warnings, assumptions=assumptions, **values)
+
+
+def speculative_estimate(model, gpu, *, method: str, draft=None, gamma: int | None = None,
+                         acceptance: float | None = None, mean_accepted_tokens: float | None = None,
+                         batch: int = 1, context: int = 1024, weights: str = "bf16",
+                         kv: str | None = None, activations: str | None = None,
+                         draft_weights: str | None = None, engine: str = "vllm", tp: int = 1,
+                         pp: int = 1, ep: int = 1, tree_tokens: int | None = None,
+                         target_speedup: float | None = None, attention: str | None = None,
+                         profile=None, hardware_dir: str | None = None) -> SpeculativeEstimate:
+    """By ids (as api.predict_request): model/draft are catalog ids, HF repos or config paths;
+    draft_weights sets the drafter's weight precision (default: the target's precision)."""
+    sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv,
+                                        activations=activations, engine=engine, tp=tp, pp=pp,
+                                        ep=ep, attention=attention, profile=profile,
+                                        hardware_dir=hardware_dir)
+    draft_spec = None if draft is None else (draft if isinstance(draft, ModelSpec) else load_model(draft))
+    dprec = None
+    if draft_weights is not None:
+        try:
+            dprec = Precision.of(draft_weights, kv)
+        except ValueError as exc:
+            raise PerfModelError(str(exc)) from None
+    if gamma is None:
+        assumptions = assumptions + [f"gamma {DEFAULT_GAMMA.get(method, FALLBACK_GAMMA)} "
+                                     "draft tokens per step (default)"]
+    est = estimate_specs(sc, method, batch=batch, context=context, gamma=gamma,
+                         acceptance=acceptance, mean_accepted_tokens=mean_accepted_tokens,
+                         draft=draft_spec, draft_precision=dprec, tree_tokens=tree_tokens,
+                         target_speedup=target_speedup)
+    return est.model_copy(update={"warnings": warnings + est.warnings,
+                                  "assumptions": assumptions + est.assumptions})

@@ -1,0 +1,102 @@
+"""Vectorized sweeps: the cross product of lists, evaluated with numpy.
+
+Configurations that share (model, GPU, precision, engine, parallelism) form one group;
+within a group batch, prompt and output are numpy arrays evaluated in one call of the
+same step model `predict_request` uses, so a sweep and a single prediction agree exactly.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.api import resolve
+from perfmodel.core.errors import PerfModelError
+from perfmodel.serving.batching import capacity_bytes, used_bytes
+from perfmodel.core.memory import weight_bytes_by_group
+from perfmodel.core.predict import request_times
+
+METRICS = ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s_per_user", "output_tok_s_total",
+           "prefill_s", "mbu", "mfu")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """Lists whose cross product is evaluated."""
+
+    models: list[str]
+    gpus: list[str]
+    weights: list[str]
+    kvs: list[str]
+    engines: list[str]
+    batches: list[int]
+    prompts: list[int]
+    outputs: list[int]
+    tps: tuple[int, ...] = (1,)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod([len(x) for x in (self.models, self.gpus, self.weights, self.kvs,
+                                             self.engines, self.batches, self.prompts,
+                                             self.outputs, self.tps)]))
+
+
+def sweep_arrays(spec: SweepSpec, *, profile=None, hardware_dir: str | None = None,
+                 skip_invalid: bool = True) -> dict[str, np.ndarray]:
+    """Column arrays (one entry per configuration) of inputs and metrics, plus `fits`."""
+    for name in ("batches", "prompts", "outputs", "tps"):
+        vals = list(getattr(spec, name))
+        if not vals or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                               and v > 0 for v in vals):
+            raise PerfModelError(f"sweep {name} must be a non-empty list of positive integers")
+    b, pr, out = np.meshgrid(np.array(spec.batches, float), np.array(spec.prompts, float),
+                             np.array(spec.outputs, float), indexing="ij")
+    b, pr, out = b.ravel(), pr.ravel(), out.ravel()
+    cols: dict[str, list] = {k: [] for k in ("model", "gpu", "weights", "kv", "engine", "tp",
+                                             "batch", "prompt", "output", "fits", *METRICS)}
+    for model, gpu, w, kv, eng, tp in itertools.product(spec.models, spec.gpus, spec.weights,
+                                                        spec.kvs, spec.engines, spec.tps):
+        try:
+            sc, _, _ = resolve(model, gpu, weights=w, kv=kv, engine=eng, tp=tp, profile=profile,
+                               hardware_dir=hardware_dir)
+            ok = (pr + out) <= sc.model.max_context
+            rt = request_times(sc, b, pr, out)
+        except PerfModelError:
+            if not skip_invalid:
+                raise
+            continue
+        n = b.size
+        weights = sum(weight_bytes_by_group(sc.model, sc.precision, sc.dep).values())
+        fits = (used_bytes(sc, b, pr + out, weights)
+                <= capacity_bytes(sc, b, pr + out, weights)) & ok
+        for key, val in (("model", sc.model.id), ("gpu", sc.hw.id), ("weights", w), ("kv", kv),
+                         ("engine", eng), ("tp", tp)):
+            cols[key].append(np.full(n, val, dtype=object))
+        cols["batch"].append(b)
+        cols["prompt"].append(pr)
+        cols["output"].append(out)
+        cols["fits"].append(fits)
+        for k in METRICS:
+            cols[k].append(np.broadcast_to(np.asarray(getattr(rt, k), dtype=float), (n,)))
+    if not cols["batch"]:
+        raise PerfModelError("no valid configuration in the sweep")
+    return {k: np.concatenate(v) for k, v in cols.items()}
+
+
+def sweep_rows(spec: SweepSpec, **kw) -> list[dict]:
+    """The sweep as a list of plain dicts (for CSV/JSON)."""
+    arrays = sweep_arrays(spec, **kw)
+    keys = list(arrays)
+    n = len(arrays["batch"])
+    rows = []
+    for i in range(n):
+        row = {}
+        for k in keys:
+            v = arrays[k][i]
+            row[k] = v.item() if hasattr(v, "item") else v
+            if k in ("batch", "prompt", "output", "tp"):
+                row[k] = int(row[k])
+        rows.append(row)
+    return rows

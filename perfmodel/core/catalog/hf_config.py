@@ -1,0 +1,272 @@
+"""Read a Hugging Face `config.json` from disk into a ModelSpec. Nothing is downloaded.
+
+Supported `model_type`s: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe,
+deepseek_v2, deepseek_v3, gemma2, phi3, gpt_oss. Each maps the transformers config fields
+(num_hidden_layers, hidden_size, ...) the way the matching transformers model builds its
+layers; any other model_type is an error that names the fields it would have needed.
+
+Conventions that are choices, not config values:
+- MLA (DeepSeek): head_dim = qk_nope_head_dim + qk_rope_head_dim (the q/k head width).
+- MoE layers that are not leading (Qwen `mlp_only_layers`, `decoder_sparse_step`, DeepSeek
+  `moe_layer_freq`) are counted into `moe.num_dense_layers`: only their number matters.
+- A sliding window as long as the context (or longer) is no window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from perfmodel.core.errors import SpecFileError, pydantic_message
+from perfmodel.core.specs import MLASpec, ModelSpec, MoESpec
+
+# required config.json keys common to every supported family
+_CORE = ["num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size",
+         "max_position_embeddings"]
+_MOE_QWEN = ["num_experts", "num_experts_per_tok", "moe_intermediate_size"]
+_MLA = ["kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"]
+
+# model_type -> (family, extra required keys, tie_word_embeddings default in transformers)
+FAMILIES: dict[str, tuple[str, list[str], bool]] = {
+    "llama": ("llama", ["intermediate_size"], False),
+    "mistral": ("mistral", ["intermediate_size"], False),
+    "mixtral": ("mixtral", ["intermediate_size", "num_local_experts", "num_experts_per_tok"], False),
+    "qwen2": ("qwen2", ["intermediate_size"], False),
+    "qwen2_moe": ("qwen2_moe", ["intermediate_size"] + _MOE_QWEN, False),
+    "qwen3": ("qwen3", ["intermediate_size"], False),
+    "qwen3_moe": ("qwen3_moe", ["intermediate_size"] + _MOE_QWEN, False),
+    "deepseek_v2": ("deepseek_v2", ["intermediate_size", "moe_intermediate_size",
+                                    "n_routed_experts", "num_experts_per_tok"] + _MLA, False),
+    "deepseek_v3": ("deepseek_v3", ["intermediate_size", "moe_intermediate_size",
+                                    "n_routed_experts", "num_experts_per_tok"] + _MLA, False),
+    "gemma2": ("gemma2", ["intermediate_size", "head_dim"], True),
+    "phi3": ("phi3", ["intermediate_size"], False),
+    "gpt_oss": ("gpt_oss", ["intermediate_size", "num_local_experts"], False),
+}
+
+_HASH = re.compile(r"^[0-9a-f]{40}$")
+_REPO = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+def load_hf_config(path: str | Path) -> ModelSpec:
+    """Parse `path` (a config.json, or a folder holding one) into a ModelSpec.
+
+    Raises SpecFileError naming the file and the field on anything it cannot map."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        raise SpecFileError(f"{p}: cannot read ({exc})") from None
+    try:
+        cfg = json.loads(text)
+    except ValueError as exc:  # json.JSONDecodeError
+        raise SpecFileError(f"{p}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise SpecFileError(f"{p}: not valid JSON (nested too deeply)") from None
+    return spec_from_hf_dict(cfg, p)
+
+
+def spec_from_hf_dict(cfg: Any, path: str | Path = "config.json") -> ModelSpec:
+    """Map an already parsed config dict; `path` names the file in errors and gives the id."""
+    p = Path(path)
+    if not isinstance(cfg, dict):
+        raise SpecFileError(f"{p}: expected a JSON object, got {type(cfg).__name__}")
+    cfg = _flatten_text_config(cfg)
+    model_type = cfg.get("model_type")
+    if not _known(model_type):
+        raise SpecFileError(
+            f"{p}: unsupported model_type {model_type!r} (supported: {', '.join(sorted(FAMILIES))}); "
+            f"it needs the fields {', '.join(_CORE + ['intermediate_size'])} and the family's "
+            "attention/MoE layout, which cannot be mapped for an unknown family")
+    family, extra, tie_default = FAMILIES[model_type]
+    missing = [k for k in _CORE + extra if k not in cfg or cfg[k] is None]
+    if missing:
+        raise SpecFileError(f"{p}: model_type {model_type!r} needs {', '.join(missing)} "
+                            "(missing from the file)")
+    f = _Fields(cfg, p)
+    layers = f.int("num_hidden_layers")
+    d_model = f.int("hidden_size")
+    heads = f.int("num_attention_heads")
+    max_context = f.int("max_position_embeddings")
+    fields: dict[str, Any] = dict(
+        family=family,
+        num_layers=layers,
+        d_model=d_model,
+        num_heads=heads,
+        num_kv_heads=f.int("num_key_value_heads", default=heads),
+        head_dim=f.int("head_dim", default=d_model // heads if heads else 0),
+        ffn_dim=f.int("intermediate_size"),
+        vocab_size=f.int("vocab_size"),
+        tied_embeddings=f.bool("tie_word_embeddings", default=tie_default),
+        gated_mlp=True,
+        qkv_bias=model_type in ("qwen2", "qwen2_moe") or f.bool("attention_bias", default=False),
+        max_context=max_context,
+    )
+    fields.update(_sliding(f, model_type, layers, max_context))
+    if model_type.startswith("deepseek"):
+        fields["mla"] = _mla(f)
+        fields["head_dim"] = f.int("qk_nope_head_dim") + f.int("qk_rope_head_dim")
+    moe = _moe(f, model_type, layers)
+    if moe is not None:
+        fields["moe"] = moe
+    ident, name, repo = _identity(cfg, p)
+    try:
+        return ModelSpec(id=ident, name=name, hf_repo=repo,
+                         source=f"Hugging Face config.json read from {p}", **fields)
+    except ValidationError as exc:
+        raise SpecFileError(f"{p}: {pydantic_message(exc)}") from None
+
+
+class _Fields:
+    """Typed access to config values; a wrong type names the field and the file."""
+
+    def __init__(self, cfg: dict, path: Path):
+        self.cfg, self.path = cfg, path
+
+    def int(self, key: str, default: int | None = None) -> int:
+        v = self.cfg.get(key)
+        if v is None:
+            if default is None:
+                raise SpecFileError(f"{self.path}: {key} is missing")
+            return default
+        if isinstance(v, float) and math.isfinite(v) and v == int(v):
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise SpecFileError(f"{self.path}: {key} must be an integer, got {v!r}")
+        return int(v)
+
+    def bool(self, key: str, default: bool) -> bool:
+        v = self.cfg.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise SpecFileError(f"{self.path}: {key} must be true or false, got {v!r}")
+        return v
+
+    def int_list(self, key: str) -> list[int]:
+        v = self.cfg.get(key)
+        if v is None:
+            return []
+        if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
+            raise SpecFileError(f"{self.path}: {key} must be a list of layer indices, got {v!r}")
+        return v
+
+    def str_list(self, key: str) -> list[str] | None:
+        v = self.cfg.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, list) or any(not isinstance(x, str) for x in v):
+            raise SpecFileError(f"{self.path}: {key} must be a list of strings, got {v!r}")
+        return v
+
+
+def _flatten_text_config(cfg: dict) -> dict:
+    """Multimodal wrappers keep the language model under `text_config`."""
+    text = cfg.get("text_config")
+    if not _known(cfg.get("model_type")) and isinstance(text, dict) and _known(text.get("model_type")):
+        return {**text, "_name_or_path": cfg.get("_name_or_path")}
+    return cfg
+
+
+def _known(model_type: Any) -> bool:
+    return isinstance(model_type, str) and model_type in FAMILIES
+
+
+def _sliding(f: _Fields, model_type: str, layers: int, max_context: int) -> dict[str, Any]:
+    """sliding_window and how many layers use it, per the family's layer pattern."""
+    window = f.int("sliding_window", default=0)
+    types = f.str_list("layer_types")
+    if types is not None:
+        if len(types) != layers:
+            raise SpecFileError(f"{f.path}: layer_types has {len(types)} entries for "
+                                f"num_hidden_layers={layers}")
+        n = sum(t == "sliding_attention" for t in types)
+    elif model_type in ("mistral", "mixtral", "phi3"):
+        n = layers  # every layer uses the window when one is set
+    elif model_type.startswith("qwen"):
+        use = f.bool("use_sliding_window", default=False)
+        n = max(0, layers - f.int("max_window_layers", default=layers)) if use else 0
+    elif model_type == "gemma2":
+        window = window or 4096  # Gemma2Config default
+        n = (layers + 1) // 2  # even layers slide, odd layers are global
+    else:
+        n = 0
+    if window <= 0 or window >= max_context or n == 0:
+        return {"sliding_window": None, "sliding_window_layers": 0}
+    return {"sliding_window": window, "sliding_window_layers": n}
+
+
+def _mla(f: _Fields) -> MLASpec:
+    q_rank = f.int("q_lora_rank", default=0)
+    try:
+        return MLASpec(kv_lora_rank=f.int("kv_lora_rank"), q_lora_rank=q_rank or None,
+                       qk_nope_head_dim=f.int("qk_nope_head_dim"),
+                       qk_rope_head_dim=f.int("qk_rope_head_dim"), v_head_dim=f.int("v_head_dim"))
+    except ValidationError as exc:
+        raise SpecFileError(f"{f.path}: mla.{pydantic_message(exc)}") from None
+
+
+def _moe(f: _Fields, model_type: str, layers: int) -> MoESpec | None:
+    """Routed and shared experts, and how many layers keep a dense MLP."""
+    shared, shared_dim = 0, None
+    if model_type == "mixtral":
+        e, k, fe, moe_layers = (f.int("num_local_experts"), f.int("num_experts_per_tok"),
+                                f.int("intermediate_size"), layers)
+    elif model_type == "gpt_oss":
+        k = f.int("num_experts_per_tok", default=f.int("experts_per_token", default=4))
+        e, fe, moe_layers = f.int("num_local_experts"), f.int("intermediate_size"), layers
+    elif model_type in ("qwen2_moe", "qwen3_moe"):
+        e, k, fe = f.int("num_experts"), f.int("num_experts_per_tok"), f.int("moe_intermediate_size")
+        step = max(1, f.int("decoder_sparse_step", default=1))
+        dense = {i for i in f.int_list("mlp_only_layers") if 0 <= i < layers and (i + 1) % step == 0}
+        moe_layers = max(0, layers) // step - len(dense)  # layers i with (i+1) % step == 0
+        shared_dim = f.int("shared_expert_intermediate_size", default=0) or None
+        shared = 1 if shared_dim else 0
+    elif model_type.startswith("deepseek"):
+        e, k, fe = f.int("n_routed_experts"), f.int("num_experts_per_tok"), f.int("moe_intermediate_size")
+        first = f.int("first_k_dense_replace", default=0)
+        freq = max(1, f.int("moe_layer_freq", default=1))
+        first = max(0, first)  # layers i >= first with i % freq == 0
+        moe_layers = max(0, (layers - 1) // freq - (first - 1) // freq) if first < layers else 0
+        shared = f.int("n_shared_experts", default=0)
+        shared_dim = fe if shared else None
+    else:
+        return None
+    if moe_layers == 0:
+        return None
+    try:
+        return MoESpec(num_experts=e, experts_per_token=k, expert_ffn_dim=fe,
+                       num_shared_experts=shared, shared_expert_ffn_dim=shared_dim,
+                       num_dense_layers=layers - moe_layers)
+    except ValidationError as exc:
+        raise SpecFileError(f"{f.path}: moe.{pydantic_message(exc)}") from None
+
+
+def _identity(cfg: dict, p: Path) -> tuple[str, str, str | None]:
+    """(id, display name, hf_repo) from the file's folder, an HF cache path, or _name_or_path."""
+    name_or_path = cfg.get("_name_or_path")
+    name_or_path = name_or_path.strip().rstrip("/") if isinstance(name_or_path, str) else ""
+    repo = None
+    parts = p.parts
+    if len(parts) >= 4 and parts[-3] == "snapshots" and parts[-4].startswith("models--"):
+        # ~/.cache/huggingface/hub/models--org--name/snapshots/<hash>/config.json
+        repo = parts[-4][len("models--"):].replace("--", "/", 1)
+        name = repo.split("/")[-1]
+    elif p.stem != "config":
+        name = p.stem
+    else:
+        name = p.parent.name
+        if not name or _HASH.match(name):
+            name = name_or_path.split("/")[-1] if name_or_path else ""
+    name = name or "hf-model"
+    if repo is None and _REPO.match(name_or_path) and \
+            name_or_path.split("/")[-1].lower() == name.lower():
+        repo = name_or_path
+    return name.lower(), name, repo

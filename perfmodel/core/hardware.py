@@ -1,0 +1,148 @@
+"""The accelerator database: one YAML file per card (hardware_db/*.yaml), exact-id look-up.
+
+Search order: the --hardware-dir argument, then the directories in the
+PERFMODEL_HARDWARE_DIR environment variable (os.pathsep-separated), then the built-in
+hardware_db/. A card id found in an earlier directory overrides the same id later, so a
+user can add a card or correct one without editing the repository.
+
+Look-ups are exact (case-insensitive) and never pick a card by substring: an unknown id
+raises UnknownIdError listing the closest ids (CONVENTIONS.md, rule 6).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from perfmodel.core.errors import PerfModelError, SpecFileError, UnknownIdError, pydantic_message
+from perfmodel.core.specs import HardwareSpec
+
+ENV_VAR = "PERFMODEL_HARDWARE_DIR"
+SUFFIXES = (".yaml", ".yml")
+
+
+def builtin_dir() -> Path:
+    """The repository's hardware_db/ directory."""
+    return Path(__file__).resolve().parents[2] / "hardware_db"
+
+
+def hardware_dirs(extra: str | Path | None = None) -> list[Path]:
+    """Directories to search, highest priority first: `extra` (the --hardware-dir value),
+    then $PERFMODEL_HARDWARE_DIR, then the built-in directory.
+
+    Each of `extra` and the variable may hold several directories separated by os.pathsep.
+    A named directory that does not exist is an error, not silently skipped.
+    """
+    named: list[tuple[Path, str]] = []
+    if extra is not None and str(extra).strip():
+        named += [(p, "--hardware-dir") for p in _split(extra)]
+    named += [(p, ENV_VAR) for p in _split(os.environ.get(ENV_VAR, ""))]
+    dirs: list[Path] = []
+    for path, origin in named:
+        if not path.is_dir():
+            raise PerfModelError(f"hardware directory {str(path)!r} (from {origin}) "
+                                 "does not exist or is not a directory")
+        dirs.append(path)
+    dirs.append(builtin_dir())
+    unique: dict[Path, Path] = {}  # by resolved path, first occurrence wins
+    for d in dirs:
+        unique.setdefault(d.resolve(), d)
+    return list(unique.values())
+
+
+def _split(value: str | Path) -> list[Path]:
+    if isinstance(value, Path):
+        return [value.expanduser()]
+    return [Path(part).expanduser() for part in str(value).split(os.pathsep) if part.strip()]
+
+
+def load_gpu_file(path: str | Path) -> HardwareSpec:
+    """Parse one hardware YAML file. Cached on (path, modification time).
+
+    Raises SpecFileError naming the file and the field on malformed YAML or a schema error.
+    """
+    p = Path(path).expanduser()
+    try:
+        stat = p.stat()
+    except (OSError, ValueError) as exc:  # ValueError: e.g. an embedded NUL byte
+        raise SpecFileError(f"{_display(p)}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    if not p.is_file():
+        raise SpecFileError(f"{_display(p)}: not a file")
+    return _parse(str(p.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse(resolved: str, mtime_ns: int, size: int) -> HardwareSpec:
+    """The cached parse; mtime and size are part of the key so an edited file is re-read."""
+    p = Path(resolved)
+    where = _display(p)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecFileError(f"{where}: malformed YAML{at}: {problem}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecFileError(f"{where}: cannot read: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecFileError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
+    try:
+        return HardwareSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecFileError(f"{where}: {pydantic_message(exc)}") from None
+
+
+def _display(p: Path) -> str:
+    """The path relative to the working directory when it is below it, else as given."""
+    try:
+        return str(p.resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return str(p)
+
+
+def _files(directory: Path) -> list[Path]:
+    return sorted(f for f in directory.iterdir() if f.suffix.lower() in SUFFIXES and f.is_file())
+
+
+def _index(hardware_dir: str | Path | None) -> dict[str, HardwareSpec]:
+    """id -> spec over all directories; the first directory holding an id wins.
+
+    Two files with the same id in one directory are an error (which one would win?).
+    """
+    index: dict[str, HardwareSpec] = {}
+    for directory in hardware_dirs(hardware_dir):
+        seen_here: dict[str, Path] = {}
+        for f in _files(directory):
+            spec = load_gpu_file(f)
+            key = spec.id.lower()
+            if key in seen_here:
+                raise SpecFileError(f"{_display(f)}: id {spec.id!r} is also defined in "
+                                    f"{_display(seen_here[key])}")
+            seen_here[key] = f
+            index.setdefault(key, spec)
+    return index
+
+
+def list_gpus(hardware_dir: str | Path | None = None) -> list[HardwareSpec]:
+    """Every card in the search path (user cards override built-in ones), sorted by id."""
+    return sorted(_index(hardware_dir).values(), key=lambda s: s.id)
+
+
+def load_gpu(gpu_id: str, hardware_dir: str | Path | None = None) -> HardwareSpec:
+    """A card by exact id (case-insensitive), or by a path to a .yaml file.
+
+    Raises UnknownIdError listing close ids; never picks a card by substring.
+    """
+    query = str(gpu_id).strip()
+    if query.lower().endswith(SUFFIXES):
+        return load_gpu_file(query)
+    index = _index(hardware_dir)
+    spec = index.get(query.lower())
+    if spec is None:
+        raise UnknownIdError("GPU", query, sorted(s.id for s in index.values()))
+    return spec

@@ -1,0 +1,260 @@
+"""One op list for every phase.
+
+`ops(model, precision, B, T, S)` returns every op of one forward step of the whole model
+(all L layers, one GPU, no parallelism) with FLOPs, weight bytes, activation bytes,
+KV read/write bytes and kernel count. Prefill is (B, T=prompt, S=0), decode is
+(B, T=1, S), speculative verification is (B, T=gamma+1, S) with all_logits=True.
+
+B, T and S may be numpy arrays (they broadcast), which is how sweeps are vectorized.
+Notation as in DESIGN.md: B batch, T new tokens, S cached context, D d_model, F ffn,
+N query heads, K kv heads, H head dim, L layers, V vocab, E experts, k experts/token.
+References: scaling-book "All about transformer inference" (KV and FLOP accounting);
+DeepSeek-V2 paper sec. 2.1 (MLA, absorbed projections); Mixtral paper (top-k routing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from perfmodel.core.params import attention_matrices, ffn_matrices
+from perfmodel.core.specs import ModelSpec, Precision
+
+OpKind = Literal["gemm", "attention", "elementwise", "embedding", "sampling", "comm"]
+ACT_BYTES = 2.0          # activations between kernels are 16-bit (bf16/fp16)
+LOGIT_BYTES = 4.0        # logits are upcast to fp32 for sampling
+HIGH_PRECISION_BYTES = 2.0  # embeddings, norms, routers and lm_head stay 16-bit when weights are quantized
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Work of one op: FLOPs and bytes moved through device memory. Adds and scales."""
+
+    flops: object = 0.0
+    weight_bytes: object = 0.0
+    act_bytes: object = 0.0
+    kv_read_bytes: object = 0.0
+    kv_write_bytes: object = 0.0
+    kernels: object = 0.0
+
+    def __add__(self, other: "OpCost") -> "OpCost":
+        return OpCost(*(getattr(self, f) + getattr(other, f) for f in _FIELDS))
+
+    def __mul__(self, k) -> "OpCost":
+        return OpCost(*(getattr(self, f) * k for f in _FIELDS))
+
+    __rmul__ = __mul__
+
+    @property
+    def bytes(self):
+        return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+
+_FIELDS = ("flops", "weight_bytes", "act_bytes", "kv_read_bytes", "kv_write_bytes", "kernels")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op of a step, summed over the layers it occurs in."""
+
+    name: str
+    kind: OpKind
+    cost: OpCost
+    rows: object = 1.0            # M: token rows of the matmul (sets GEMM efficiency)
+    quantized: bool = False       # weights stored below 16 bits (weight-only kernels)
+    weight_elements: object = 0.0  # elements read (for dequantization cost)
+    per_layer: bool = True        # occurs in every layer (TP/PP shard it)
+    window: int | None = field(default=None)
+
+
+def weight_bpe(m: ModelSpec, p: Precision, group: str) -> float:
+    """Bytes per weight element: matmul weights at the chosen precision; embeddings,
+    norms and routers at 16 bits unless weights are fp32 (the usual GPTQ/AWQ/FP8 recipe)."""
+    if group in ("attention", "mlp", "experts", "shared_experts"):
+        return p.weights.bytes_per_element
+    return max(HIGH_PRECISION_BYTES, p.weights.bytes_per_element if p.weights.bits > 16 else 0.0)
+
+
+def expected_experts(num_experts: int, k: int, tokens):
+    """Distinct experts touched by `tokens` tokens each routed to k of E uniformly:
+    E * (1 - (1 - k/E)^tokens)."""
+    return num_experts * (1.0 - (1.0 - k / num_experts) ** np.asarray(tokens, dtype=float))
+
+
+def kv_bytes_per_token_layer(m: ModelSpec, p: Precision) -> float:
+    """Bytes cached per token per layer: 2*K*H*bytes (K and V), or MLA's latent
+    (kv_lora_rank + qk_rope_head_dim)*bytes (DeepSeek-V2 sec. 2.1.2)."""
+    if m.mla is not None:
+        return (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * p.kv.bytes_per_element
+    return 2 * m.num_kv_heads * m.head_dim * p.kv.bytes_per_element
+
+
+def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
+        all_logits: bool = False) -> list[Op]:
+    """Every op of one forward step: B sequences, T new tokens each, S tokens cached."""
+    B, T, S = (np.asarray(x, dtype=float) for x in (B, T, S))
+    M = B * T                                        # token rows in this step
+    L, D = m.num_layers, m.d_model
+    out: list[Op] = [_embedding(m, p, M)]
+    out += _norm("input_norm", M, D, L)
+    out += _linears(m, p, attention_matrices(m), M, "attention")
+    if m.mla is None:
+        out.append(_rotary(m, M))
+    out += _attention(m, p, B, T, S, attention)
+    out.append(_residual("attn_residual", M, D, L))
+    out += _norm("post_attn_norm", M, D, L)
+    out += _ffn(m, p, M)
+    out.append(_residual("mlp_residual", M, D, L))
+    out += _lm_head(m, p, B, M if all_logits else B)
+    return out
+
+
+def _embedding(m: ModelSpec, p: Precision, M) -> Op:
+    """Gather M rows of the embedding table: reads M*D weights, writes M*D activations."""
+    bpe = weight_bpe(m, p, "embedding")
+    return Op("embedding", "embedding",
+              OpCost(weight_bytes=M * m.d_model * bpe, act_bytes=M * m.d_model * ACT_BYTES,
+                     kernels=1.0), rows=M, per_layer=False)
+
+
+def _norm(name: str, M, D: int, L: int) -> list[Op]:
+    """RMSNorm: ~4 FLOPs per element; reads and writes M*D activations."""
+    return [Op(name, "elementwise",
+               OpCost(flops=4.0 * M * D * L, act_bytes=2 * M * D * ACT_BYTES * L,
+                      kernels=float(L)), rows=M)]
+
+
+def _residual(name: str, M, D: int, L: int) -> Op:
+    """x + f(x): reads two, writes one M*D tensor."""
+    return Op(name, "elementwise",
+              OpCost(flops=M * D * L, act_bytes=3 * M * D * ACT_BYTES * L, kernels=float(L)), rows=M)
+
+
+def _rotary(m: ModelSpec, M) -> Op:
+    """Rotary embedding of q and k: ~3 FLOPs per element, read + write."""
+    width = (m.num_heads + m.num_kv_heads) * m.head_dim
+    return Op("rotary", "elementwise",
+              OpCost(flops=3.0 * M * width * m.num_layers,
+                     act_bytes=2 * M * width * ACT_BYTES * m.num_layers,
+                     kernels=float(m.num_layers)), rows=M)
+
+
+def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
+    """One GEMM op per weight matrix: 2*M*in*out FLOPs, weights read once per step."""
+    result = []
+    for mat in mats:
+        if mat.group == "norm" or mat.d_in == 1:
+            continue  # biases and latent norms are folded into neighbours
+        bpe = weight_bpe(m, p, mat.group)
+        elems = float(mat.d_in) * mat.d_out * mat.count
+        result.append(Op(mat.name, "gemm",
+                         OpCost(flops=2.0 * M * elems,
+                                weight_bytes=elems * bpe * np.ones_like(M),
+                                act_bytes=M * (mat.d_in + mat.d_out) * ACT_BYTES * mat.count,
+                                kernels=float(mat.count)),
+                         rows=M, quantized=p.weights.bits < 16 and mat.group != "router",
+                         weight_elements=elems * np.ones_like(M)))
+    return result
+
+
+def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
+    """Attention core per layer kind (full / sliding window).
+
+    Each new token i (0..T-1) attends to S + i + 1 positions (causal), so the
+    query-key pairs are T*S + T*(T+1)/2 per sequence; FLOPs 4*B*pairs*N*H (QK^T and PV).
+    KV read: B*(S+T) cached tokens * bytes per token per layer; KV write: B*T tokens.
+    """
+    L = m.num_layers
+    windowed = m.sliding_window_layers
+    groups = [(L - windowed, None), (windowed, m.sliding_window)]
+    kv_tok = kv_bytes_per_token_layer(m, p)
+    result = []
+    for n_layers, window in groups:
+        if n_layers == 0:
+            continue
+        ctx = S if window is None else np.minimum(S, window)   # cached tokens visible
+        pairs = T * ctx + T * (T + 1) / 2                       # query-key pairs per sequence
+        if window is not None:
+            pairs = np.minimum(pairs, T * window)
+        if m.mla is not None:  # absorbed MLA: q and o live in the kv_lora latent space
+            a = m.mla
+            per_pair = 2.0 * m.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
+        else:
+            per_pair = 4.0 * m.num_heads * m.head_dim
+        flops = B * pairs * per_pair * n_layers
+        kv_read = B * (ctx + T) * kv_tok * n_layers
+        kv_write = B * T * kv_tok * n_layers
+        act = B * T * 2 * m.num_heads * m.head_dim * ACT_BYTES * n_layers   # q in, o out
+        kernels = 1.0 * n_layers
+        if kernel == "naive":
+            # scores materialized (write, softmax read+write, read for PV) in 16 bits,
+            # K/V expanded from K to N heads (repeat_kv) and the cache grown by a copy.
+            act = act + 4 * B * pairs * m.num_heads * ACT_BYTES * n_layers
+            expand = m.num_heads / m.num_kv_heads if m.mla is None else 1.0
+            kv_read = kv_read * (2 + 2 * expand)   # cat copy (read+write) + expand write/read
+            kernels = 6.0 * n_layers
+        name = "attention" if window is None else f"attention_window{window}"
+        result.append(Op(name, "attention",
+                         OpCost(flops=flops, act_bytes=act, kv_read_bytes=kv_read,
+                                kv_write_bytes=kv_write, kernels=kernels),
+                         rows=B * T, window=window))
+    return result
+
+
+def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
+    """Dense MLP and MoE: dense layers and shared experts see all M rows; routed experts
+    see k*M rows spread over the experts the batch touches."""
+    mats = ffn_matrices(m)
+    dense = [x for x in mats if x.group in ("mlp", "shared_experts", "router")]
+    result = _linears(m, p, dense, M, "mlp")
+    act_width = 2 * m.ffn_dim if m.num_dense_ffn_layers else 0
+    if m.moe is not None:
+        e, n = m.moe, m.num_moe_layers
+        touched = expected_experts(e.num_experts, e.experts_per_token, M)   # per layer
+        up = 2 if m.gated_mlp else 1
+        expert_elems = (up + 1) * m.d_model * e.expert_ffn_dim           # one expert's weights
+        bpe = weight_bpe(m, p, "experts")
+        routed_rows = M * e.experts_per_token
+        result.append(Op("experts", "gemm",
+                         OpCost(flops=2.0 * routed_rows * expert_elems * n,
+                                weight_bytes=touched * expert_elems * bpe * n,
+                                act_bytes=routed_rows * (2 * m.d_model + (up + 1) * e.expert_ffn_dim)
+                                * ACT_BYTES * n,
+                                kernels=3.0 * n),
+                         rows=routed_rows / np.maximum(touched, 1.0),
+                         quantized=p.weights.bits < 16, weight_elements=touched * expert_elems * n))
+        act_width = e.expert_ffn_dim * e.experts_per_token * 2
+    if act_width:
+        result.append(Op("mlp_activation", "elementwise",
+                         OpCost(flops=4.0 * M * act_width / 2 * m.num_layers,
+                                act_bytes=1.5 * M * act_width * ACT_BYTES * m.num_layers,
+                                kernels=float(m.num_layers)), rows=M))
+    return result
+
+
+def _lm_head(m: ModelSpec, p: Precision, B, rows) -> list[Op]:
+    """Final norm, lm_head on `rows` positions (V*D weights, 2*rows*D*V FLOPs), sampling."""
+    D, V = m.d_model, m.vocab_size
+    bpe = weight_bpe(m, p, "lm_head")
+    return [
+        Op("final_norm", "elementwise",
+           OpCost(flops=4.0 * rows * D, act_bytes=2 * rows * D * ACT_BYTES, kernels=1.0),
+           rows=rows, per_layer=False),
+        Op("lm_head", "gemm",
+           OpCost(flops=2.0 * rows * D * V, weight_bytes=D * V * bpe * np.ones_like(rows),
+                  act_bytes=rows * (D * ACT_BYTES + V * LOGIT_BYTES), kernels=1.0),
+           rows=rows, per_layer=False),
+        Op("sampling", "sampling",
+           OpCost(flops=5.0 * rows * V, act_bytes=2 * rows * V * LOGIT_BYTES, kernels=4.0),
+           rows=rows, per_layer=False),
+    ]
+
+
+def total(op_list: list[Op]) -> OpCost:
+    """Sum of all op costs."""
+    acc = OpCost()
+    for op in op_list:
+        acc = acc + op.cost
+    return acc

@@ -1,0 +1,63 @@
+"""Ids -> resolved specs: the one place a model, GPU, precision, engine, profile and
+parallel layout named by the user become a Scenario (perfmodel.core.predict.Scenario)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from perfmodel.core.catalog import load_model
+from perfmodel.core.efficiency import default_efficiency
+from perfmodel.core.engines import load_engine
+from perfmodel.core.errors import PerfModelError, pydantic_message
+from perfmodel.core.hardware import load_gpu
+from perfmodel.core.parallel import validate_deployment
+from perfmodel.core.predict import Scenario
+from perfmodel.core.profile import Profile, apply_engine, load_profile
+from perfmodel.core.specs import Deployment, HardwareSpec, ModelSpec, Precision
+
+
+def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "bf16",
+            kv: str | None = None, activations: str | None = None, engine: str = "vllm",
+            tp: int = 1, pp: int = 1, ep: int = 1, attention: str | None = None,
+            profile: str | Path | Profile | None = None,
+            hardware_dir: str | None = None) -> tuple[Scenario, list[str], list[str]]:
+    """Ids -> a Scenario, with the warnings and the defaults that were filled in."""
+    m = model if isinstance(model, ModelSpec) else load_model(model)
+    hw = gpu if isinstance(gpu, HardwareSpec) else load_gpu(gpu, hardware_dir)
+    try:
+        prec = Precision.of(weights, kv, activations)
+    except ValueError as exc:
+        raise PerfModelError(str(exc)) from None
+    eng = load_engine(engine)
+    if attention is not None and attention not in ("naive", "flash", "paged"):
+        raise PerfModelError(f"unknown attention kernel {attention!r}; use naive, flash or paged")
+    prof = load_profile(profile) if isinstance(profile, (str, Path)) else profile
+    warnings: list[str] = []
+    assumptions: list[str] = []
+    if kv is None:
+        assumptions.append("KV cache in bf16 (no --kv given)")
+    if activations is None:
+        assumptions.append(f"activations {prec.activations.name} (default for {prec.weights.name} weights)")
+    eff = default_efficiency(hw)
+    if prof is not None:
+        eng = apply_engine(eng, prof)
+        if prof.efficiency is not None and prof.gpu == hw.id:
+            eff = prof.efficiency
+        elif prof.efficiency is not None:
+            warnings.append(f"profile was fitted on {prof.gpu}, not {hw.id}: datasheet "
+                            "efficiencies used for this GPU (engine parameters still applied)")
+        if prof.link_latency_s is not None and hw.intra_node_link is not None:
+            if prof.gpu in (None, hw.id):
+                link = hw.intra_node_link.model_copy(update={"latency_s": prof.link_latency_s})
+                hw = hw.model_copy(update={"intra_node_link": link})
+            else:
+                warnings.append(f"profile's link latency was fitted on {prof.gpu}, not {hw.id}: "
+                                "hardware_db latency used")
+    try:
+        dep = Deployment(tp=tp, pp=pp, ep=ep)
+    except ValidationError as exc:
+        raise PerfModelError(f"deployment {pydantic_message(exc)}") from None
+    validate_deployment(m, dep)
+    return Scenario(m, hw, prec, eng, eff, dep, attention), warnings, assumptions

@@ -1,0 +1,396 @@
+"""Typed, frozen inputs of the model: what is run (ModelSpec), on what (HardwareSpec),
+in which number formats (Precision), by which software (EngineProfile, Efficiency),
+how it is spread (Deployment) and for which traffic (Workload).
+
+All quantities are in base units (bytes, seconds, FLOP/s, bytes/s). See DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"]
+"""Compute dtypes a chip may have a dense peak for."""
+
+PRECISION_NAMES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
+
+
+class Spec(BaseModel):
+    """Base: frozen, strict, unknown keys are errors, and so are NaN and infinity (a YAML
+    `.inf` bandwidth or kernel time would otherwise reach every result)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+# --------------------------------------------------------------------------- precision
+
+
+class NumberFormat(Spec):
+    """One tensor's storage format: bits per element plus block-scale overhead."""
+
+    name: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"] = Field(
+        description="Format family.")
+    bits: float = Field(gt=0, le=32, description="Bits per stored element.")
+    group_size: int | None = Field(
+        default=None, gt=0,
+        description="Elements sharing one scale (None: per-tensor/per-channel, negligible).")
+    scale_bits: float = Field(default=0.0, ge=0, description="Bits per group scale (and zero point).")
+
+    @property
+    def bytes_per_element(self) -> float:
+        """(bits + scale_bits / group_size) / 8 — a float, never an integer division."""
+        scale = self.scale_bits / self.group_size if self.group_size else 0.0
+        return (self.bits + scale) / 8.0
+
+    @property
+    def is_float(self) -> bool:
+        return self.name in ("fp32", "bf16", "fp16", "fp8", "fp4")
+
+    @property
+    def label(self) -> str:
+        if self.group_size and self.name in ("int4",):
+            return f"{self.name}-g{self.group_size}"
+        return self.name
+
+
+_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "fp4": 4}
+# Default block scaling: int4 as GPTQ/AWQ (group 128, fp16 scale + 4-bit zero point ~ 20 bits),
+# fp4 as MXFP4 (OCP MX spec: 32 elements share an 8-bit E8M0 scale).
+_DEFAULT_GROUP = {"int4": (128, 20.0), "fp4": (32, 8.0)}
+
+
+def parse_format(text: str) -> NumberFormat:
+    """Parse 'bf16', 'fp8', 'int4', 'int4-g64', 'fp4-g16' into a NumberFormat.
+
+    Raises ValueError with the accepted names on anything else.
+    """
+    s = str(text).strip().lower()
+    m = re.fullmatch(r"(fp32|bf16|fp16|fp8|int8|int4|fp4)(?:-g(\d+))?", s)
+    if not m:
+        raise ValueError(
+            f"unknown precision {text!r}; use one of {', '.join(PRECISION_NAMES)} "
+            "(int4/fp4 take an optional group size, e.g. int4-g128)")
+    name, group = m.group(1), m.group(2)
+    if group is not None and name not in ("int4", "fp4", "int8"):
+        raise ValueError(f"precision {text!r}: a group size applies only to int4, int8 or fp4")
+    default_group, scale_bits = _DEFAULT_GROUP.get(name, (None, 0.0))
+    if group is not None:
+        g = int(group)
+        if g <= 0:
+            raise ValueError(f"precision {text!r}: group size must be positive")
+        return NumberFormat(name=name, bits=_BITS[name], group_size=g,
+                            scale_bits=scale_bits or 16.0)
+    return NumberFormat(name=name, bits=_BITS[name], group_size=default_group,
+                        scale_bits=scale_bits)
+
+
+class Precision(Spec):
+    """Number formats of weights, activations (matmul inputs) and the KV cache."""
+
+    weights: NumberFormat = Field(description="Weight storage format.")
+    activations: NumberFormat = Field(description="Activation / matmul-input format.")
+    kv: NumberFormat = Field(description="KV-cache storage format.")
+
+    @classmethod
+    def of(cls, weights: str = "bf16", kv: str | None = None,
+           activations: str | None = None) -> "Precision":
+        """Build from names. Defaults: KV in bf16; activations fp8 for fp8 weights (W8A8),
+        fp4 for fp4 weights, otherwise bf16 (weight-only quantization)."""
+        w = parse_format(weights)
+        if activations is None:
+            activations = {"fp8": "fp8", "fp4": "fp4", "fp32": "fp32", "fp16": "fp16"}.get(w.name, "bf16")
+        return cls(weights=w, activations=parse_format(activations),
+                   kv=parse_format(kv if kv is not None else "bf16"))
+
+    @property
+    def label(self) -> str:
+        return f"W:{self.weights.label} A:{self.activations.label} KV:{self.kv.label}"
+
+
+# --------------------------------------------------------------------------- model
+
+
+class MoESpec(Spec):
+    """Mixture-of-experts feed-forward."""
+
+    num_experts: int = Field(gt=0, description="E: routed experts per MoE layer.")
+    experts_per_token: int = Field(gt=0, description="k: routed experts each token uses.")
+    expert_ffn_dim: int = Field(gt=0, description="Hidden size of one routed expert.")
+    num_shared_experts: int = Field(default=0, ge=0, description="Experts every token uses.")
+    shared_expert_ffn_dim: int | None = Field(
+        default=None, gt=0, description="Hidden size of one shared expert (default: expert_ffn_dim).")
+    num_dense_layers: int = Field(
+        default=0, ge=0, description="Leading layers with a dense FFN of ffn_dim instead of MoE.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "MoESpec":
+        if self.experts_per_token > self.num_experts:
+            raise ValueError(f"experts_per_token={self.experts_per_token} exceeds "
+                             f"num_experts={self.num_experts}")
+        return self
+
+
+class MLASpec(Spec):
+    """Multi-head latent attention (DeepSeek-V2/V3): a compressed KV latent is cached."""
+
+    kv_lora_rank: int = Field(gt=0, description="Latent KV dimension cached per token per layer.")
+    q_lora_rank: int | None = Field(default=None, gt=0, description="Query low-rank dim (None: full).")
+    qk_nope_head_dim: int = Field(gt=0, description="Per-head non-rotary query/key dim.")
+    qk_rope_head_dim: int = Field(gt=0, description="Decoupled rotary key dim, cached per token per layer.")
+    v_head_dim: int = Field(gt=0, description="Per-head value dim.")
+
+
+class ModelSpec(Spec):
+    """A decoder-only transformer's architecture (Hugging Face config values)."""
+
+    id: str = Field(min_length=1, description="Short stable id, e.g. 'llama-3.1-8b'.")
+    name: str = Field(min_length=1, description="Display name.")
+    hf_repo: str | None = Field(default=None, description="Hugging Face repo id.")
+    family: str = Field(default="llama", description="Architecture family (llama, qwen2, mixtral, ...).")
+    num_layers: int = Field(gt=0, description="L: transformer blocks.")
+    d_model: int = Field(gt=0, description="D: hidden size.")
+    num_heads: int = Field(gt=0, description="N: query heads.")
+    num_kv_heads: int = Field(gt=0, description="K: key/value heads (N: MHA, 1: MQA, else GQA).")
+    head_dim: int = Field(gt=0, description="H: per-head dim of q/k/v.")
+    ffn_dim: int = Field(gt=0, description="F: dense MLP hidden size (also dense layers of an MoE).")
+    vocab_size: int = Field(gt=0, description="V: vocabulary size.")
+    tied_embeddings: bool = Field(default=False, description="lm_head shares the embedding matrix.")
+    gated_mlp: bool = Field(default=True, description="SwiGLU/GeGLU (3 matrices) vs plain MLP (2).")
+    qkv_bias: bool = Field(default=False, description="q/k/v projections have biases (Qwen2).")
+    max_context: int = Field(gt=0, description="Longest supported context in tokens.")
+    sliding_window: int | None = Field(default=None, gt=0, description="Window of sliding-window layers.")
+    sliding_window_layers: int = Field(default=0, ge=0, description="How many layers use the window.")
+    moe: MoESpec | None = Field(default=None, description="MoE FFN, if any.")
+    mla: MLASpec | None = Field(default=None, description="Latent attention, if any.")
+    published_params: float | None = Field(default=None, gt=0, description="Published total parameters.")
+    published_active_params: float | None = Field(
+        default=None, gt=0, description="Published active parameters per token (MoE).")
+    source: str = Field(default="", description="Where the config values come from.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "ModelSpec":
+        if self.mla is None and self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads={self.num_heads} is not divisible by "
+                             f"num_kv_heads={self.num_kv_heads}")
+        if self.sliding_window_layers > self.num_layers:
+            raise ValueError(f"sliding_window_layers={self.sliding_window_layers} exceeds "
+                             f"num_layers={self.num_layers}")
+        if self.sliding_window_layers and self.sliding_window is None:
+            raise ValueError("sliding_window_layers > 0 needs sliding_window")
+        if self.moe and self.moe.num_dense_layers > self.num_layers:
+            raise ValueError("moe.num_dense_layers exceeds num_layers")
+        return self
+
+    @property
+    def attention_kind(self) -> Literal["mha", "gqa", "mqa", "mla"]:
+        if self.mla is not None:
+            return "mla"
+        if self.num_kv_heads == self.num_heads:
+            return "mha"
+        return "mqa" if self.num_kv_heads == 1 else "gqa"
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+    @property
+    def num_moe_layers(self) -> int:
+        return 0 if self.moe is None else self.num_layers - self.moe.num_dense_layers
+
+    @property
+    def num_dense_ffn_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+
+# --------------------------------------------------------------------------- hardware
+
+Vendor = Literal["nvidia", "amd", "intel", "google", "apple"]
+MemoryType = Literal["hbm2", "hbm2e", "hbm3", "hbm3e", "gddr6", "gddr6x", "gddr7",
+                     "lpddr5", "lpddr5x", "unified"]
+
+
+class LinkSpec(Spec):
+    """A GPU-to-GPU link, per GPU, one direction."""
+
+    name: str = Field(description="NVLink 4, PCIe 5.0 x16, Infinity Fabric, ICI, ...")
+    bandwidth_bytes_per_s: float = Field(gt=0, description="Unidirectional bandwidth per GPU.")
+    latency_s: float = Field(gt=0, description="One-hop latency of a small message.")
+    source: str = Field(default="", description="Where the figures come from.")
+
+
+class PriceSpec(Spec):
+    """On-demand cloud price of one accelerator-hour."""
+
+    usd_per_hour: float = Field(gt=0, description="USD per accelerator-hour, on demand.")
+    date: str = Field(description="When the price was read (YYYY-MM).")
+    source: str = Field(description="Where the price was read.")
+
+
+class HardwareSpec(Spec):
+    """One accelerator's datasheet: dense peaks only, base units, with sources."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$", description="Lowercase stable id.")
+    name: str = Field(description="Display name.")
+    vendor: Vendor = Field(description="Vendor (selects default efficiencies).")
+    memory_type: MemoryType = Field(description="Memory technology (selects default efficiencies).")
+    memory_bytes: float = Field(gt=0, description="Device memory capacity in bytes.")
+    memory_bandwidth_bytes_per_s: float = Field(gt=0, description="Peak memory bandwidth.")
+    peak_flops_per_s: dict[Dtype, float] = Field(
+        description="Dense (not sparse) peak per compute dtype the chip supports.")
+    l2_bytes: float | None = Field(default=None, gt=0, description="Last-level on-chip cache.")
+    sm_count: int | None = Field(default=None, gt=0, description="SMs / CUs / cores.")
+    tdp_w: float | None = Field(default=None, gt=0, description="Board power in watts.")
+    intra_node_link: LinkSpec | None = Field(default=None, description="Scale-up link.")
+    inter_node_link: LinkSpec | None = Field(default=None, description="Scale-out link.")
+    price: PriceSpec | None = Field(default=None, description="On-demand price.")
+    year: int | None = Field(default=None, description="Launch year.")
+    sources: dict[str, str] = Field(default_factory=dict, description="Field -> source.")
+    notes: str = Field(default="", description="Caveats and explained disagreements.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "HardwareSpec":
+        if not self.peak_flops_per_s:
+            raise ValueError(f"{self.id}: peak_flops_per_s needs at least one dtype")
+        for k, v in self.peak_flops_per_s.items():
+            if not v > 0:
+                raise ValueError(f"{self.id}: peak_flops_per_s.{k} must be > 0")
+        return self
+
+    def has(self, dtype: str) -> bool:
+        return dtype in self.peak_flops_per_s
+
+
+# --------------------------------------------------------------------------- software
+
+
+class SchedulerSpec(Spec):
+    """An engine's request scheduler: how many sequences run at once, how many tokens one
+    step may carry, and how prompts share steps with decodes. Sources in core/engines.py."""
+
+    max_num_seqs: int | None = Field(
+        default=None, gt=0, description="Most sequences running at once (None: KV memory decides).")
+    max_num_batched_tokens: int | None = Field(
+        default=None, gt=0, description="Token budget of one step: decode rows + prompt tokens "
+        "(None: unlimited, a whole prompt per step).")
+    chunked_prefill: bool = Field(
+        default=False, description="A prompt longer than the token budget is split over steps.")
+    mixed_prefill: bool = Field(
+        default=False, description="Prompt chunks ride in the same step as running decodes "
+        "(vLLM V1, TRT-LLM in-flight batching); False: separate prefill steps (SGLang default).")
+    prefill_first: bool = Field(
+        default=False, description="Waiting prompts are prefilled before the running decodes "
+        "step again (SGLang); False: decodes first, prompts fill the rest of the budget (vLLM).")
+    seqs_divided_by_pp: bool = Field(
+        default=False, description="max_num_seqs is shared by the pipeline stages (trtllm-bench).")
+    small_gpu_bytes: float | None = Field(
+        default=None, gt=0, description="Below this device memory the small-GPU limits apply.")
+    small_gpu_excludes: tuple[str, ...] = Field(
+        default=(), description="Device-name substrings that count as small whatever their "
+        "memory (vLLM's own rule for the A100, arg_utils.get_batch_defaults).")
+    small_gpu_max_num_seqs: int | None = Field(default=None, gt=0)
+    small_gpu_max_num_batched_tokens: int | None = Field(default=None, gt=0)
+    source: str = Field(default="", description="Where the limits come from.")
+
+    def limits(self, hw: "HardwareSpec", pp: int = 1) -> tuple[int | None, int | None]:
+        """(max running sequences, token budget) on this GPU at this pipeline depth."""
+        seqs, tokens = self.max_num_seqs, self.max_num_batched_tokens
+        if self.small_gpu_bytes is not None:
+            name = f"{hw.id} {hw.name}".lower()
+            if hw.memory_bytes < self.small_gpu_bytes or any(s in name for s in self.small_gpu_excludes):
+                seqs, tokens = self.small_gpu_max_num_seqs, self.small_gpu_max_num_batched_tokens
+        if seqs is not None and self.seqs_divided_by_pp:
+            seqs = max(1, seqs // pp)
+        return seqs, tokens
+
+
+class EngineProfile(Spec):
+    """How an inference engine runs the model (documented presets in engines.py)."""
+
+    id: str = Field(description="Engine id, e.g. 'vllm'.")
+    name: str = Field(description="Display name.")
+    kernels_per_layer: float = Field(gt=0, description="GPU kernels launched per transformer layer.")
+    launch_s: float = Field(ge=0, description="CPU time to issue one kernel (0 inside a CUDA graph).")
+    graph_launch_s: float = Field(ge=0, description="CPU time to replay one captured graph per step.")
+    cpu_overhead_per_step_s: float = Field(
+        ge=0, description="Scheduler/sampling/Python time per decode step not hidden behind the GPU.")
+    per_request_overhead_s: float = Field(
+        ge=0, description="Added to TTFT: tokenization, scheduling, first-step set-up.")
+    attention: Literal["naive", "flash", "paged"] = Field(description="Attention kernel kind.")
+    batching: Literal["static", "continuous"] = Field(description="Batching policy.")
+    kv_memory_fraction: float = Field(
+        gt=0, le=1, description="Share of device memory the engine lets weights+KV+activations use.")
+    kv_fraction_of: Literal["total", "free"] = Field(
+        default="total", description="kv_memory_fraction applies to all device memory (vLLM, "
+        "SGLang) or to what is free after weights and activations (TensorRT-LLM).")
+    kv_block_tokens: int = Field(ge=1, description="KV page size in tokens (1: contiguous per token).")
+    kv_prealloc: Literal["none", "max_context", "request"] = Field(
+        default="request", description="Contiguous engines reserve KV for the whole sequence.")
+    quant_kernel_efficiency: float = Field(
+        gt=0, le=1, description="Bandwidth efficiency of low-bit weight kernels relative to 16-bit.")
+    dequant_flops_per_weight: float = Field(
+        ge=0, description="Extra FLOPs per weight element per token row for weight-only dequant.")
+    fused_elementwise: bool = Field(description="Norm/rotary/activation fused into neighbours.")
+    elementwise_traffic: float | None = Field(
+        default=None, gt=0,
+        description="Bytes moved by norm/rotary/activation/residual kernels relative to one read "
+                    "and one write per tensor (fp32 upcasts and unfused chains move more); "
+                    "None: 0.5 if fused_elementwise else 1. Set by calibration.")
+    supports_fp8: bool = Field(default=True, description="Engine has fp8 kernels.")
+    scheduler: SchedulerSpec = Field(
+        default_factory=SchedulerSpec, description="Request scheduler limits and policy.")
+    source: str = Field(default="", description="Where the parameters come from.")
+
+
+class Efficiency(Spec):
+    """Achievable fractions of the datasheet, per vendor/memory type or calibrated."""
+
+    mem_bw: float = Field(gt=0, le=1, description="Achieved / peak memory bandwidth for streaming reads.")
+    gemm_max: float = Field(gt=0, le=1, description="GEMM efficiency at large M (fraction of peak).")
+    gemm_half_m: float = Field(gt=0, description="Token rows M at which GEMM efficiency is half of gemm_max.")
+    attn_compute: float = Field(gt=0, le=1, description="Attention-kernel compute efficiency (flash/paged).")
+    attn_mem: float = Field(gt=0, le=1, description="Decode attention KV-read efficiency vs mem_bw.")
+    kernel_s: float = Field(ge=0, description="GPU-side fixed time per kernel (launch latency, tail).")
+    link: float = Field(gt=0, le=1, description="Achieved / peak link bandwidth for collectives.")
+    source: str = Field(default="", description="Defaults' sources, or the calibration record.")
+
+    def gemm(self, m: float) -> float:
+        """e_gemm(M) = gemm_max * M / (M + gemm_half_m)."""
+        return self.gemm_max * m / (m + self.gemm_half_m)
+
+
+# --------------------------------------------------------------------------- deployment
+
+
+class Deployment(Spec):
+    """How many GPUs and how the model is split over them."""
+
+    tp: int = Field(default=1, gt=0, description="Tensor-parallel degree.")
+    pp: int = Field(default=1, gt=0, description="Pipeline-parallel degree.")
+    ep: int = Field(default=1, gt=0, description="Expert-parallel degree (within the TP group).")
+    gpus_per_node: int = Field(default=8, gt=0, description="GPUs sharing the scale-up link.")
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def inter_node(self) -> bool:
+        return self.tp > self.gpus_per_node
+
+
+class Workload(Spec):
+    """One request shape at a batch size."""
+
+    batch: int = Field(gt=0, description="B: sequences decoded together (or concurrency).")
+    prompt_tokens: int = Field(gt=0, description="Input length in tokens.")
+    output_tokens: int = Field(gt=0, description="Generated tokens per request.")
+    context_tokens: int | None = Field(
+        default=None, ge=0, description="KV length for the reported decode step (default: prompt).")
+    new_tokens: int = Field(default=1, gt=0, description="T: tokens per sequence in a reported step.")
+
+    @property
+    def context(self) -> int:
+        return self.prompt_tokens if self.context_tokens is None else self.context_tokens

@@ -1,0 +1,303 @@
+"""Batching physics under load, as numpy arrays over a concurrency grid C.
+
+Everything here is built from `predict.step` (the one op list) and `memory` (the one memory
+model); nothing re-derives a FLOP or a byte. Notation: C concurrency (sequences holding KV),
+P prompt tokens, O output tokens, all per request; one request yields O tokens, the first
+from its prefill and O-1 from decode steps.
+
+Continuous batching (vLLM, SGLang, TensorRT-LLM, llama.cpp; Yu et al., Orca, OSDI'22):
+- In steady state each decode step carries C sequences at mean context S = P + O/2
+  (contexts are staggered uniformly between P and P+O, and a step's cost is linear in the
+  summed context, so the mean context gives the mean step).
+- C requests finish every O-1 steps, so k = C/(O-1) new prompts are admitted per step.
+- Separate prefill steps (SGLang's default): the k prompts of a step are prefilled
+  together, g = clip(k, 1, C) at a time, so every decode step also pays (k/g)*prefill(g):
+      TPOT = decode(C) + (k/g) * prefill(g, P);  prefill latency = prefill(g, P)
+- Mixed steps (chunked prefill: vLLM V1, TensorRT-LLM in-flight batching, llama.cpp):
+  the prompts ride in decode steps. A fraction k/g of the steps carries g prompts: its
+  linear layers run once over C + g*P token rows (weights read once) and its attention is
+  the decode attention of C sequences plus the g prompts' prefill attention; the other
+  steps are plain decode steps (averaging the prompt rows over all steps instead would
+  overstate MoE weight reads, which grow concavely with rows):
+      mixed(g) = linear(C + g*P rows) + attn_decode(C, S) + attn_prefill(g, P)
+      TPOT = (1 - k/g) * decode(C) + (k/g) * mixed(g)
+  A new prompt is split into ceil(P / token budget) chunks; its first token comes after
+  those steps plus its own prefill work: prefill latency = chunks*decode(C) + prefill(1, P).
+- TTFT = per-request overhead + half a step (a request waits for the running step to end)
+  + prefill latency. E2E = TTFT + (O-1)*TPOT.
+- A request holds its KV slot for prefill latency + (O-1)*TPOT, so by Little's law the
+  completed-request rate is C / that slot time and the output rate C*O / slot time.
+
+Static batching (Hugging Face generate, plain PyTorch): a batch of C requests is prefilled
+together and decoded until its longest request ends; no request joins a running batch.
+With the longest prompt Pm >= P and longest output Om >= O, every sequence is padded to Pm
+and held for Om steps (padding costs memory and time):
+      cycle = overhead + prefill(C, Pm) + (Om-1) * decode(C, Pm + Om/2)
+      TTFT = overhead + prefill(C, Pm);  TPOT = decode(C);  rate = C / cycle
+and an arrival under load first waits for the running batch: on average half a cycle
+times the server's busy fraction (batch_wait_s is that half cycle).
+
+Memory: C fits while weights + KV(C, context) + activations + reserve <= the engine's share
+of device memory (memory.estimate_memory's test, paged and block-rounded), at context
+P+O (Pm+Om for static batching: padded).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.core.memory import (MAX_BATCH_SEARCH, reserve_bytes, usable_bytes,
+                              activation_bytes, kv_cache_bytes, weight_bytes_by_group)
+from perfmodel.core.parallel import p2p_s
+from perfmodel.core.predict import Scenario
+from perfmodel.core.roofline import step_time
+
+GRID_STEP = 2 ** 0.5       # concurrency grid: 1, 1.4, 2, 2.8, ... (rounded) and the limit
+
+
+def concurrency_grid(limit: int) -> np.ndarray:
+    """About sqrt(2)-spaced concurrencies from 1 to the limit, the limit included."""
+    if limit <= 1:
+        return np.array([1.0])
+    n = int(np.floor(np.log(limit) / np.log(GRID_STEP))) + 1
+    return np.unique(np.append(np.round(GRID_STEP ** np.arange(n)), float(limit)))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How far concurrency can go for one scenario and request shape."""
+
+    kv_max: int                # largest C whose KV cache fits (0: not even one sequence)
+    engine_max: int | None     # engine cap on running sequences
+    token_budget: int | None   # engine cap on tokens per step (mixed steps)
+    mixed: bool                # prefill rides in decode steps (chunked prefill)
+    static: bool               # static batching
+    limit: int                 # min of the above (and the token-budget steady-state cap)
+    limited_by: str            # "memory", "engine max batch" or "token budget"
+    context: int               # context per sequence used for the memory test
+
+
+def weights_bytes(sc: Scenario) -> float:
+    """Weights held by one GPU of the scenario."""
+    return sum(weight_bytes_by_group(sc.model, sc.precision, sc.dep).values())
+
+
+def loaded_bytes(sc: Scenario, C, context, weights: float | None = None):
+    """Per-GPU bytes besides the KV cache: weights, runtime reserve, activation peak."""
+    w = weights_bytes(sc) if weights is None else weights
+    reserve = reserve_bytes(sc.dep)
+    return w + reserve + activation_bytes(sc.model, sc.precision, sc.engine,
+                                          batch=np.asarray(C, dtype=float), context=context,
+                                          dep=sc.dep, attention=sc.attention)
+
+
+def used_bytes(sc: Scenario, C, context, weights: float | None = None):
+    """Per-GPU memory at concurrency C (array) and context: the sum estimate_memory tests."""
+    return (loaded_bytes(sc, C, context, weights)
+            + kv_cache_bytes(sc.model, sc.precision, batch=np.asarray(C, dtype=float),
+                             context=context, dep=sc.dep, block_tokens=sc.engine.kv_block_tokens))
+
+
+def capacity_bytes(sc: Scenario, C=1.0, context=None, weights: float | None = None):
+    """The engine's usable memory (memory.usable_bytes); without a context, the nominal
+    share of device memory."""
+    if context is None:
+        return sc.hw.memory_bytes * sc.engine.kv_memory_fraction
+    return usable_bytes(sc.hw, sc.engine, loaded_bytes(sc, C, context, weights))
+
+
+def max_fit(sc: Scenario, context: int, weights: float | None = None) -> int:
+    """Largest C that fits at this context (0: none), by vectorized bisection: powers of two
+    first, then 65 probes per round, reaching the exact integer estimate_memory finds."""
+
+    def ok(c):
+        return used_bytes(sc, c, context, weights) <= capacity_bytes(sc, c, context, weights)
+
+    probe = 2.0 ** np.arange(0, int(np.log2(MAX_BATCH_SEARCH)) + 1)
+    good = ok(probe)
+    if not good[0]:
+        return 0
+    if good[-1]:
+        return MAX_BATCH_SEARCH
+    lo = int(probe[good].max())            # ok(lo) true, ok(hi) false
+    hi = int(probe[~good].min())
+    while hi - lo > 1:
+        probe = np.unique(np.round(np.linspace(lo, hi, 65)))
+        good = ok(probe)
+        lo = int(probe[good].max())
+        hi = int(probe[~good].min())
+    return lo
+
+
+def limits(sc: Scenario, prompt: int, output: int, *, max_batch: int | None = None,
+           max_num_tokens: int | None = None, chunked_prefill: bool | None = None,
+           longest_prompt: int | None = None, longest_output: int | None = None,
+           weights: float | None = None) -> Limits:
+    """The concurrency limit and what sets it (KV memory, engine cap, token budget)."""
+    static = sc.engine.batching == "static"
+    sched = sc.engine.scheduler
+    eng_max, budget = sched.limits(sc.hw, sc.dep.pp)
+    mixed = sched.mixed_prefill
+    eng_max = max_batch if max_batch is not None else eng_max
+    budget = max_num_tokens if max_num_tokens is not None else budget
+    mixed = (chunked_prefill if chunked_prefill is not None else mixed) and not static
+    if static:
+        context = (longest_prompt or prompt) + (longest_output or output)
+    else:
+        context = prompt + output
+    kv_max = max_fit(sc, context, weights)
+    cands = [(kv_max, "memory")]
+    if eng_max is not None:
+        cands.append((eng_max, "engine max batch"))
+    if mixed and budget is not None:
+        # steady state: C decode rows + C/(O-1) prompts of P rows must fit in the budget
+        per_seq = 1.0 + prompt / max(output - 1, 1)
+        cands.append((max(1, int(budget // per_seq)), "token budget"))
+    limit, by = min(cands, key=lambda x: x[0])
+    if kv_max == 0:
+        limit, by = 0, "memory"
+    return Limits(kv_max=kv_max, engine_max=eng_max, token_budget=budget, mixed=bool(mixed),
+                  static=static, limit=int(limit), limited_by=by, context=int(context))
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Closed-loop metrics at each concurrency C (arrays of the grid's shape)."""
+
+    concurrency: np.ndarray
+    fits: np.ndarray
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+    slot_s: np.ndarray            # time a request holds its KV slot
+    rate_rps: np.ndarray          # completed requests per second (Little's law)
+    output_tok_s_total: np.ndarray
+    prefill_s: np.ndarray
+    batch_wait_s: np.ndarray      # static batching: half a batch cycle (0 for continuous)
+    used_bytes: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """Per-query step time, GPU time, CPU time and attention time (1-D arrays)."""
+
+    time_s: np.ndarray
+    gpu_s: np.ndarray
+    cpu_s: np.ndarray
+    attn_s: np.ndarray
+
+
+def _steps(scs: list[Scenario], queries: list[tuple]) -> list[_Steps]:
+    """predict.step for scenarios that differ only in pp, in ONE step_time call.
+
+    step_time does not depend on pp (shard and comm_times use tp and ep), so the queries of
+    all pipeline depths are stacked; each then gets what predict.step adds for pp > 1:
+    m = min(B, pp) micro-batches (the step runs at B/m) plus the stage hand-offs.
+    """
+    sc0 = scs[0]
+    Bm, sizes = [], []
+    for sc, (B, T, S) in zip(scs, queries):
+        Bm.append(B / np.minimum(B, sc.dep.pp))
+        sizes.append(B.size)
+    B_all = np.concatenate(Bm)
+    T_all = np.concatenate([q[1] for q in queries])
+    S_all = np.concatenate([q[2] for q in queries])
+    est = step_time(sc0.model, sc0.hw, sc0.precision, sc0.engine, sc0.eff, B_all, T_all, S_all,
+                    dep=sc0.dep, attention=sc0.attention)
+    shape = B_all.shape
+    time = np.broadcast_to(np.asarray(est.time_s, dtype=float), shape)
+    gpu = np.broadcast_to(np.asarray(est.gpu_s, dtype=float), shape)
+    cpu = np.broadcast_to(np.asarray(est.cpu_s, dtype=float), shape)
+    attn = np.zeros(shape)
+    for op in est.ops:
+        if op.kind == "attention":
+            attn = attn + np.broadcast_to(np.asarray(op.time_s, dtype=float), shape)
+    out, start = [], 0
+    for sc, bm, (_, T, _), n in zip(scs, Bm, queries, sizes):
+        sl = slice(start, start + n)
+        start += n
+        hop = p2p_s(sc.hw, sc.eff, sc.dep, bm * T, sc.model) if sc.dep.pp > 1 else 0.0
+        out.append(_Steps(time[sl] + hop, gpu[sl] + hop, cpu[sl], attn[sl]))
+    return out
+
+
+def _queries(C: np.ndarray, P: float, O: float, lim: Limits, Pm: float, Om: float) -> tuple:
+    """(B, T, S) of the steps a curve needs (see curve)."""
+    n = C.size
+    ones, zeros = np.ones(n), np.zeros(n)
+    if lim.static:       # prefill(C, Pm), decode(C) at the padded mean context
+        return (np.concatenate([C, C]), np.concatenate([np.full(n, Pm), ones]),
+                np.concatenate([zeros, np.full(n, Pm + Om / 2)]))
+    k = C / max(O - 1.0, 1.0)               # prompts admitted per decode step
+    g = np.clip(k, 1.0, C)                  # prompts prefilled together
+    S = np.full(n, P + O / 2.0)             # mean context of a decode step
+    if not lim.mixed:    # decode(C), prefill(g)
+        return (np.concatenate([C, g]), np.concatenate([ones, np.full(n, P)]),
+                np.concatenate([S, zeros]))
+    # decode(C), prefill(g), linear layers over C + g*P rows, prefill(1)
+    return (np.concatenate([C, g, C, [1.0]]),
+            np.concatenate([ones, np.full(n, P), 1.0 + g * P / C, [P]]),
+            np.concatenate([S, zeros, zeros, [0.0]]))
+
+
+def curves(scs: list[Scenario], grids: list, prompt: int, output: int, lims: list[Limits], *,
+           longest_prompt: int | None = None, longest_output: int | None = None,
+           weights: list[float] | None = None) -> list[Curve]:
+    """Curves of scenarios that differ only in pp, from one step evaluation."""
+    P, O = float(prompt), float(output)
+    Pm, Om = float(longest_prompt or prompt), float(longest_output or output)
+    Cs = [np.atleast_1d(np.asarray(C, dtype=float)) for C in grids]
+    steps = _steps(scs, [_queries(C, P, O, lim, Pm, Om) for C, lim in zip(Cs, lims)])
+    ws = weights or [None] * len(scs)
+    return [_assemble(sc, C, P, O, lim, st, Pm, Om, w)
+            for sc, C, lim, st, w in zip(scs, Cs, lims, steps, ws)]
+
+
+def curve(sc: Scenario, C, prompt: int, output: int, lim: Limits, *,
+          longest_prompt: int | None = None, longest_output: int | None = None,
+          weights: float | None = None) -> Curve:
+    """Metrics over the concurrency grid C (see the module docstring for the formulas)."""
+    return curves([sc], [C], prompt, output, [lim], longest_prompt=longest_prompt,
+                  longest_output=longest_output, weights=[weights])[0]
+
+
+def _assemble(sc: Scenario, C, P, O, lim: Limits, st: _Steps, Pm, Om, weights) -> Curve:
+    n = C.size
+    overhead = sc.engine.per_request_overhead_s
+    decode_steps = max(O - 1.0, 0.0)
+    t = st.time_s
+    if lim.static:
+        pre, dec = t[:n], t[n:]
+        cycle = overhead + pre + max(Om - 1.0, 0.0) * dec
+        ttft, tpot, prefill = overhead + pre, dec, pre
+        e2e = ttft + decode_steps * dec
+        slot, wait = cycle, 0.5 * cycle
+    else:
+        k = C / max(O - 1.0, 1.0)
+        g = np.clip(k, 1.0, C)
+        dec, pre = t[:n], t[n:2 * n]
+        if lim.mixed:
+            cpu_overhead = sc.engine.cpu_overhead_per_step_s
+            a = st.attn_s
+            mixed_gpu = (st.gpu_s[2 * n:3 * n] - a[2 * n:3 * n]  # linear layers, C + g*P rows
+                         + a[:n]                                 # decode attention, C sequences
+                         + a[n:2 * n])                           # the g prompts' attention
+            mixed = np.maximum(mixed_gpu, st.cpu_s[2 * n:3 * n] - cpu_overhead) + cpu_overhead
+            tpot = (1.0 - k / g) * dec + (k / g) * mixed
+            chunks = np.ceil(P / lim.token_budget) if lim.token_budget else 1.0
+            prefill = chunks * dec + t[-1]
+        else:
+            tpot = dec + (k / g) * pre
+            prefill = pre
+        ttft = overhead + 0.5 * tpot + prefill
+        slot = prefill + decode_steps * tpot
+        e2e = ttft + decode_steps * tpot
+        wait = np.zeros(n)
+    rate = C / slot
+    used = np.broadcast_to(used_bytes(sc, C, lim.context, weights), (n,)).copy()
+    fits = (C <= lim.limit) & (used <= capacity_bytes(sc, C, lim.context, weights))
+    return Curve(concurrency=C, fits=fits, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, slot_s=slot,
+                 rate_rps=rate, output_tok_s_total=rate * O, prefill_s=prefill,
+                 batch_wait_s=wait, used_bytes=used)
