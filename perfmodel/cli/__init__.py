@@ -32,13 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="perfmodel", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"perfmodel.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"perfmodel.cli.{name}":
-                continue  # command not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"perfmodel.cli.{name}").register(sub)
     return parser
 
 
