@@ -245,6 +245,12 @@ class HardwareSpec(Spec):
     tdp_w: float | None = Field(default=None, gt=0, description="Board power in watts.")
     intra_node_link: LinkSpec | None = Field(default=None, description="Scale-up link.")
     inter_node_link: LinkSpec | None = Field(default=None, description="Scale-out link.")
+    gpus_per_node: int | None = Field(
+        default=None, gt=0, description="Accelerators in one server (8 on an HGX board); "
+        "None: not stated.")
+    scale_up_gpus: int | None = Field(
+        default=None, gt=0, description="Accelerators sharing one scale-up domain over "
+        "intra_node_link (8 on HGX, 72 on GB200 NVL72); None: gpus_per_node.")
     price: PriceSpec | None = Field(default=None, description="On-demand price.")
     year: int | None = Field(default=None, description="Launch year.")
     sources: dict[str, str] = Field(default_factory=dict, description="Field -> source.")
