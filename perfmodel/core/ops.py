@@ -100,8 +100,7 @@ def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
     out: list[Op] = [_embedding(m, p, M)]
     out += _norm("input_norm", M, D, L)
     out += _linears(m, p, attention_matrices(m), M, "attention")
-    if m.mla is None:
-        out.append(_rotary(m, M))
+    out.append(_rotary(m, M) if m.mla is None else _mla_norms_rotary(m, M))
     out += _attention(m, p, B, T, S, attention)
     out.append(_residual("attn_residual", M, D, L))
     out += _norm("post_attn_norm", M, D, L)
@@ -141,6 +140,19 @@ def _rotary(m: ModelSpec, M) -> Op:
                      kernels=float(m.num_layers)), rows=M)
 
 
+def _mla_norms_rotary(m: ModelSpec, M) -> Op:
+    """MLA's extra elementwise kernels per layer (DeepSeek-V3 modeling code, MLA forward):
+    RMSNorm of the q latent (when q is low-rank) and of the kv latent, and rotary on the
+    decoupled rope dims of the N query heads and the one shared key."""
+    a, L = m.mla, m.num_layers
+    norm_width = a.kv_lora_rank + (a.q_lora_rank or 0)
+    rope_width = (m.num_heads + 1) * a.qk_rope_head_dim
+    return Op("mla_norms_rotary", "elementwise",
+              OpCost(flops=(4.0 * norm_width + 3.0 * rope_width) * M * L,
+                     act_bytes=2 * M * (norm_width + rope_width) * ACT_BYTES * L,
+                     kernels=(2.0 if a.q_lora_rank else 1.0) * L + L), rows=M)
+
+
 def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
     """One GEMM op per weight matrix: 2*M*in*out FLOPs, weights read once per step."""
     result = []
@@ -178,15 +190,13 @@ def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
         pairs = T * ctx + T * (T + 1) / 2                       # query-key pairs per sequence
         if window is not None:
             pairs = np.minimum(pairs, T * window)
-        if m.mla is not None:  # absorbed MLA: q and o live in the kv_lora latent space
-            a = m.mla
-            per_pair = 2.0 * m.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
-        else:
-            per_pair = 4.0 * m.num_heads * m.head_dim
-        flops = B * pairs * per_pair * n_layers
+        flops = B * pairs * 4.0 * m.num_heads * m.head_dim * n_layers
         kv_read = B * (ctx + T) * kv_tok * n_layers
         kv_write = B * T * kv_tok * n_layers
         act = B * T * 2 * m.num_heads * m.head_dim * ACT_BYTES * n_layers   # q in, o out
+        if m.mla is not None:
+            flops, extra_act = _mla_core(m, B, T, ctx, pairs)
+            flops, act = flops * n_layers, act + extra_act * n_layers
         kernels = 1.0 * n_layers
         if kernel == "naive":
             # scores materialized (write, softmax read+write, read for PV) in 16 bits,
@@ -201,6 +211,41 @@ def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
                                 kv_write_bytes=kv_write, kernels=kernels),
                          rows=B * T, window=window))
     return result
+
+
+def mla_flops_per_pair(m: ModelSpec) -> tuple[float, float]:
+    """(absorbed, decompressed) attention FLOPs per query-key pair of one MLA layer.
+
+    Absorbed (DeepSeek-V2 sec. 2.1.2, FlashMLA): W_UK is folded into q and W_UV applied after,
+    so QK^T runs over the latent plus the rope dims and PV over the latent:
+        2N(d_c + d_R) + 2N d_c.
+    Decompressed (plain multi-head attention on K = W_UK c, V = W_UV c):
+        2N(d_nope + d_R) + 2N d_v."""
+    a, N = m.mla, m.num_heads
+    absorbed = 2.0 * N * (a.kv_lora_rank + a.qk_rope_head_dim) + 2.0 * N * a.kv_lora_rank
+    decompressed = 2.0 * N * (a.qk_nope_head_dim + a.qk_rope_head_dim) + 2.0 * N * a.v_head_dim
+    return absorbed, decompressed
+
+
+def _mla_core(m: ModelSpec, B, T, ctx, pairs):
+    """(FLOPs, extra activation bytes) of one MLA layer's attention, in the cheaper form.
+
+    Both forms pay the kv_b up-projection of the T new positions (the kv_b_proj op: in the
+    absorbed form it is the W_UK/W_UV absorption of q and o, the same 2*M*d_c*N*(d_nope+d_v)).
+    The decompressed form also up-projects the ctx cached latents, 2*B*ctx*d_c*N*(d_nope+d_v),
+    and writes and reads the expanded K and V. Engines pick the form by phase (SGLang
+    deepseek_v2.py: MLA absorbed for decode and target-verify, MHA for prefill/extend;
+    TRT-LLM likewise for context vs generation); choosing the cheaper FLOP count per step
+    reproduces that: at T=1 the decompression of S latents dwarfs the 3.4x per-pair saving,
+    for a long prompt the per-pair saving wins."""
+    a, N = m.mla, m.num_heads
+    absorbed, decompressed = mla_flops_per_pair(m)
+    up = 2.0 * B * ctx * a.kv_lora_rank * N * (a.qk_nope_head_dim + a.v_head_dim)
+    f_abs = B * pairs * absorbed
+    f_dec = B * pairs * decompressed + up
+    expanded = 2 * B * (ctx + T) * N * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
+    use_dec = f_dec < f_abs
+    return np.where(use_dec, f_dec, f_abs), np.where(use_dec, expanded * ACT_BYTES, 0.0)
 
 
 def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
@@ -225,6 +270,7 @@ def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
                                 kernels=3.0 * n),
                          rows=routed_rows / np.maximum(touched, 1.0),
                          quantized=p.weights.bits < 16, weight_elements=touched * expert_elems * n))
+        result += _routing(m, M)
         act_width = e.expert_ffn_dim * e.experts_per_token * 2
     if act_width:
         result.append(Op("mlp_activation", "elementwise",
@@ -232,6 +278,26 @@ def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
                                 act_bytes=1.5 * M * act_width * ACT_BYTES * m.num_layers,
                                 kernels=float(m.num_layers)), rows=M))
     return result
+
+
+def _routing(m: ModelSpec, M) -> list[Op]:
+    """The kernels around the expert GEMMs of each MoE layer, as vLLM's fused_moe and
+    TensorRT-LLM's MoE plugin run them: top-k over the E router logits plus the sort of
+    token rows by expert (topk_softmax + moe_align_block_size; TRT-LLM's routing kernel),
+    the permute that gathers each token's row once per chosen expert (expandInputRows), and
+    the unpermute that sums the k weighted expert outputs back into one row (moe_sum;
+    finalizeMoeRouting). Bytes: logits in fp32, rows in 16 bits."""
+    e, n = m.moe, m.num_moe_layers
+    k, D = e.experts_per_token, m.d_model
+    route = OpCost(flops=5.0 * M * e.num_experts * n,
+                   act_bytes=M * (e.num_experts + 2 * k) * LOGIT_BYTES * n,   # logits in, ids+weights out
+                   kernels=2.0 * n)
+    permute = OpCost(act_bytes=M * (1 + k) * D * ACT_BYTES * n, kernels=1.0 * n)
+    combine = OpCost(flops=2.0 * M * k * D * n, act_bytes=M * (k + 1) * D * ACT_BYTES * n,
+                     kernels=1.0 * n)
+    return [Op("moe_routing", "elementwise", route, rows=M),
+            Op("moe_permute", "elementwise", permute, rows=M),
+            Op("moe_combine", "elementwise", combine, rows=M)]
 
 
 def _lm_head(m: ModelSpec, p: Precision, B, rows) -> list[Op]:

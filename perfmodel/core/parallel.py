@@ -4,7 +4,8 @@ TP splits weights, heads and KV over p GPUs (KV heads are replicated when K < p)
 two all-reduces of B*T*D activations per layer (Megatron-LM, Shoeybi et al. 2019).
 All-reduce: 2(p-1)/p * bytes / link_bw + 2*ceil(log2 p) * latency (ring bandwidth, tree latency).
 EP spreads routed experts; the MoE layer's all-reduce becomes a dispatch and a combine
-all-to-all of k*M*D activations: (p-1)/p * bytes / link_bw + (p-1) * latency each.
+all-to-all of k*M*D activations: (p-1)/p * bytes / link_bw + (p-1) * latency each. The busiest
+EP rank sets the pace of the expert GEMMs and of the all-to-all (core/expert_load.py).
 PP splits layers into stages; its effect on batching is handled in predict.py.
 """
 
@@ -16,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from perfmodel.core.errors import PerfModelError
+from perfmodel.core.expert_load import expert_load_ratios
 from perfmodel.core.ops import ACT_BYTES, Op
 from perfmodel.core.specs import Deployment, Efficiency, HardwareSpec, LinkSpec, ModelSpec
 
@@ -44,12 +46,15 @@ def kv_replication(m: ModelSpec, tp: int) -> float:
     return max(1.0, tp / m.num_kv_heads)
 
 
-def shard(op_list: list[Op], m: ModelSpec, dep: Deployment) -> list[Op]:
-    """Per-GPU costs under TP (PP is handled by predict; EP keeps the same per-GPU weights)."""
+def shard(op_list: list[Op], m: ModelSpec, dep: Deployment, tokens=1.0) -> list[Op]:
+    """Per-GPU costs under TP (PP is handled by predict). Under EP the routed experts are
+    those of the busiest rank: `tokens` = B*T rows routed this step set its excess rows and
+    experts touched (core/expert_load.py); the other ops are the mean rank's share."""
     if dep.tp == 1:
         return op_list
     tp = dep.tp
     rep = kv_replication(m, tp)
+    load, touched = busiest_rank_ratios(m, dep, tokens)
     out = []
     for op in op_list:
         c = op.cost
@@ -58,8 +63,22 @@ def shard(op_list: list[Op], m: ModelSpec, dep: Deployment) -> list[Op]:
         cost = replace(cost, kernels=kernels,
                        kv_read_bytes=c.kv_read_bytes * rep / tp,
                        kv_write_bytes=c.kv_write_bytes * rep / tp)
-        out.append(replace(op, cost=cost, weight_elements=op.weight_elements / tp))
+        elements = op.weight_elements / tp
+        if op.name == "experts" and dep.ep > 1:
+            cost = replace(cost, flops=cost.flops * load, act_bytes=cost.act_bytes * load,
+                           weight_bytes=cost.weight_bytes * touched)
+            elements = elements * touched
+        out.append(replace(op, cost=cost, weight_elements=elements))
     return out
+
+
+def busiest_rank_ratios(m: ModelSpec, dep: Deployment, tokens):
+    """(rows, experts touched) of the busiest EP rank relative to the mean rank; (1, 1)
+    without EP (every TP rank holds a slice of every expert and works in lockstep)."""
+    if m.moe is None or dep.ep <= 1:
+        one = np.ones_like(np.asarray(tokens, dtype=float))
+        return one, one
+    return expert_load_ratios(m.moe.num_experts, m.moe.experts_per_token, dep.ep, tokens)
 
 
 def link_for(hw: HardwareSpec, dep: Deployment) -> LinkSpec:
@@ -107,7 +126,8 @@ def comm_times(m: ModelSpec, hw: HardwareSpec, eff: Efficiency, dep: Deployment,
     out = [("tp_allreduce_attention", attn_ar), ("tp_allreduce_mlp", mlp_ar)]
     if moe_layers:
         k = m.moe.experts_per_token
-        a2a = 2 * alltoall_s(act * k / dep.tp, dep.ep, link, eff) * moe_layers
+        load, _ = busiest_rank_ratios(m, dep, M)   # the busiest rank receives the most rows
+        a2a = 2 * alltoall_s(act * k / dep.tp * load, dep.ep, link, eff) * moe_layers
         out.append(("ep_alltoall", a2a))
     return out
 

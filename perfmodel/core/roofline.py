@@ -93,13 +93,13 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     dep = dep or Deployment()
     dtype, warnings = resolve_compute(hw, p, engine)
     op_list = shard(ops(m, p, B, T, S, attention=attention or engine.attention,
-                        all_logits=all_logits), m, dep)
+                        all_logits=all_logits), m, dep, tokens=np.asarray(B, float) * T)
     peak = hw.peak_flops_per_s[dtype]
     half_peak = hw.peak_flops_per_s.get("bf16") or hw.peak_flops_per_s.get("fp16") or peak
     vector_peak = hw.peak_flops_per_s.get("fp32", half_peak / 8.0) * VECTOR_EFFICIENCY
     bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw
     weight_only = p.weights.bits < 16 and p.activations.bits >= 16
-    kscale = _kernel_scale(op_list, m, engine)
+    kscale = _kernel_scale(m, engine, attention or engine.attention)
 
     times: list[OpTime] = []
     gpu = 0.0
@@ -156,10 +156,21 @@ def _elementwise_traffic(engine: EngineProfile) -> float:
     return FUSED_ELEMENTWISE_BYTES if engine.fused_elementwise else 1.0
 
 
-def _kernel_scale(op_list: list[Op], m: ModelSpec, engine: EngineProfile) -> float:
-    """Scale the op list's unfused per-layer kernel count to the engine's kernels per layer."""
-    base = sum(float(np.max(op.cost.kernels)) for op in op_list if op.per_layer and op.kind != "comm")
+def _kernel_scale(m: ModelSpec, engine: EngineProfile, attention: str) -> float:
+    """Engine kernels per op-list kernel: the engine's kernels_per_layer is what it launches
+    for a dense (GQA/MHA, dense-MLP) layer, so the scale is taken on the model's dense twin
+    (same layers, MoE and MLA removed) and the MoE/MLA ops' extra kernels (routing, permute,
+    combine, latent norms) are fused at the same rate. A dense model's count is unchanged."""
+    twin = m if m.moe is None and m.mla is None else _dense_twin(m)
+    per_layer = [op for op in ops(twin, Precision.of("bf16"), 1.0, 1.0, 0.0, attention=attention)
+                 if op.per_layer]
+    base = sum(float(np.max(op.cost.kernels)) for op in per_layer)
     return engine.kernels_per_layer * m.num_layers / base if base else 1.0
+
+
+def _dense_twin(m: ModelSpec) -> ModelSpec:
+    """The same layer count with GQA attention and a dense MLP (only its kernel count is read)."""
+    return m.model_copy(update={"moe": None, "mla": None})
 
 
 def _bound(compute, memory, comm, cpu, gpu):
@@ -191,7 +202,8 @@ def roofline_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S,
 
 def _work_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S, dep: Deployment):
     """max(bytes / peak bandwidth, FLOPs / fastest peak) of one TP rank's whole op list."""
-    op_list = shard(ops(m, p, B, T, S, attention="flash"), m, dep)
+    op_list = shard(ops(m, p, B, T, S, attention="flash"), m, dep,
+                    tokens=np.asarray(B, float) * T)
     work: OpCost = total(op_list)
     # perfect fusion: elementwise intermediates never reach memory
     fusable = sum((op.cost.act_bytes for op in op_list if op.kind == "elementwise"), 0.0)
