@@ -14,7 +14,12 @@ from perfmodel.core.engines import ENGINES
 from perfmodel.core.expert_load import expert_load_ratios
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.ops import mla_flops_per_pair, ops
-from perfmodel.core.parallel import shard
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.parallel import (allreduce_s, group_allreduce_s, hierarchical_hops, link_for,
+                                     pipeline_handoffs, shard)
+from perfmodel.core.predict import pp_bubble_fraction
+from perfmodel.core.predict import step as predict_step
+from perfmodel.core.resolve import resolve
 from perfmodel.core.roofline import step_time
 from perfmodel.core.specs import Deployment, Precision
 
@@ -124,3 +129,65 @@ def test_kernels_per_layer_grow_with_moe_and_mla_but_not_for_dense_models():
     # GEMMs, 2 routing, permute, combine (10 each): 14*61 + 2*3 + 10*58 = 1440 kernels, vs
     # 13 per layer for its dense twin -> 40 * 1440 / 13 engine kernels.
     assert kernels("deepseek-v3") == pytest.approx(40 * 1440 / 13 + 7)
+
+
+# ----------------------------------------------------------------- topology and pipelines
+
+def test_hierarchical_allreduce_hop_counts():
+    # TP16 over two HGX boards of 8: reduce-scatter + all-gather inside a board take
+    # ceil(log2 8) = 3 steps each; the all-reduce across the 2 boards 2*ceil(log2 2) = 2
+    assert hierarchical_hops(16, 8) == (6, 2)
+    assert hierarchical_hops(64, 8) == (6, 6)      # 8 boards: 2*ceil(log2 8) across
+    assert hierarchical_hops(8, 8) == (6, 0)       # one board: a flat all-reduce
+    assert hierarchical_hops(16, 72) == (8, 0)     # GB200 NVL72: TP16 stays on NVLink
+
+
+def test_tp16_across_two_hgx_boards_moves_a_sixth_of_the_flat_ring_time():
+    # H100 hardware_db: NVLink 450 GB/s, InfiniBand NDR 50 GB/s per GPU. A large message
+    # (latency negligible): flat ring over IB 2*15/16 B/50e9; hierarchical
+    # 2*7/8 B/450e9 + 2*1/2*(B/8)/50e9 -> ratio (1.75/450 + 0.125/50) / (1.875/50) = 0.170
+    hw = load_gpu("h100-sxm")
+    eff = default_efficiency(hw)
+    nbytes = 1e12
+    hier = group_allreduce_s(nbytes, 16, hw, Deployment(tp=16), eff)
+    flat = allreduce_s(nbytes, 16, hw.inter_node_link, eff)
+    assert hier / flat == pytest.approx((1.75 / 450 + 0.125 / 50) / (1.875 / 50), rel=1e-3)
+
+
+def test_gb200_nvl72_accepts_tp16_on_nvlink():
+    hw = load_gpu("gb200")
+    assert hw.inter_node_link is None and hw.scale_up_gpus == 72
+    eff = default_efficiency(hw)
+    dep = Deployment(tp=16)
+    assert link_for(hw, dep) is hw.intra_node_link
+    assert group_allreduce_s(1e6, 16, hw, dep, eff) == allreduce_s(1e6, 16, hw.intra_node_link, eff)
+
+
+def test_tp_beyond_the_domain_without_an_inter_node_link_is_a_one_line_error():
+    hw = load_gpu("h100-sxm").model_copy(update={"inter_node_link": None})
+    with pytest.raises(PerfModelError, match="scale-up domain of 8 GPUs.*no inter-node link"):
+        link_for(hw, Deployment(tp=16))
+
+
+def test_pipeline_handoffs_cross_nodes_only_at_board_boundaries():
+    hw = load_gpu("h100-sxm")
+    assert pipeline_handoffs(hw, Deployment(tp=8, pp=2)) == (0, 1)   # one stage per board
+    assert pipeline_handoffs(hw, Deployment(tp=2, pp=8)) == (6, 1)   # 4 stages per board
+    assert pipeline_handoffs(hw, Deployment(tp=1, pp=4)) == (3, 0)
+
+
+def test_pp_bubble_fraction():
+    # GPipe (Huang et al. 2019): bubble (p-1)/(m+p-1): 2 stages, 4 micro-batches -> 1/5
+    assert pp_bubble_fraction(2, 4) == pytest.approx(0.2)
+    assert pp_bubble_fraction(4, 1) == pytest.approx(0.75)
+    assert pp_bubble_fraction(8, 1e9) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_pipelined_prefill_of_four_long_prompts_fills_and_drains():
+    # 4 prompts, TP8 x PP2: one prompt per micro-batch, (4 + 2 - 1) stage times of half a
+    # full pass each = 2.5 full passes of one prompt: the bubble 1/5 of the 4/2 ideal
+    sc, _, _ = resolve("llama-3.1-405b", "h100-sxm", weights="fp8", tp=8, pp=2)
+    one = predict_step(sc, 1.0, 8192.0, 0.0, fill=True).time_s
+    four = predict_step(sc, 4.0, 8192.0, 0.0, fill=True).time_s
+    ideal = 4 / 2 * one
+    assert four == pytest.approx(ideal / (1 - pp_bubble_fraction(2, 4)), rel=1e-6)

@@ -2,11 +2,14 @@
 
 TP splits weights, heads and KV over p GPUs (KV heads are replicated when K < p) and adds
 two all-reduces of B*T*D activations per layer (Megatron-LM, Shoeybi et al. 2019).
-All-reduce: 2(p-1)/p * bytes / link_bw + 2*ceil(log2 p) * latency (ring bandwidth, tree latency).
+All-reduce: 2(p-1)/p * bytes / link_bw + 2*ceil(log2 p) * latency (ring bandwidth, tree latency);
+across scale-up domains (tp > the NVLink domain) hierarchical: intra reduce-scatter,
+inter-domain all-reduce of a 1/g shard, intra all-gather (group_allreduce_s).
 EP spreads routed experts; the MoE layer's all-reduce becomes a dispatch and a combine
-all-to-all of k*M*D activations: (p-1)/p * bytes / link_bw + (p-1) * latency each. The busiest
+all-to-all of k*M*D activations, peers written concurrently (alltoall_s). The busiest
 EP rank sets the pace of the expert GEMMs and of the all-to-all (core/expert_load.py).
-PP splits layers into stages; its effect on batching is handled in predict.py.
+PP splits layers into stages; hand-offs cross the inter-node link where a stage boundary is
+a domain boundary; fill and bubble are handled in predict.py.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from perfmodel.core.errors import PerfModelError
 from perfmodel.core.expert_load import expert_load_ratios
 from perfmodel.core.ops import ACT_BYTES, Op
 from perfmodel.core.specs import Deployment, Efficiency, HardwareSpec, LinkSpec, ModelSpec
+
+DEFAULT_DOMAIN_GPUS = 8   # an HGX/DGX board, when neither deployment nor hardware says
+A2A_LATENCY_HOPS = 2      # concurrent all-to-all: data hop + arrival flag (DeepEP, see alltoall_s)
 
 
 def validate_deployment(m: ModelSpec, dep: Deployment) -> None:
@@ -81,13 +87,28 @@ def busiest_rank_ratios(m: ModelSpec, dep: Deployment, tokens):
     return expert_load_ratios(m.moe.num_experts, m.moe.experts_per_token, dep.ep, tokens)
 
 
+def domain_gpus(hw: HardwareSpec, dep: Deployment) -> int:
+    """GPUs in one scale-up domain: the deployment's override, else the hardware's
+    scale_up_gpus (72 on GB200 NVL72), else its gpus_per_node, else 8 (an HGX board)."""
+    return dep.gpus_per_node or hw.scale_up_gpus or hw.gpus_per_node or DEFAULT_DOMAIN_GPUS
+
+
 def link_for(hw: HardwareSpec, dep: Deployment) -> LinkSpec:
-    link = hw.inter_node_link if dep.inter_node else hw.intra_node_link
-    if link is None:
-        where = "inter-node" if dep.inter_node else "intra-node"
-        raise PerfModelError(f"{hw.id} has no {where} link in hardware_db: "
+    """The slowest link the tensor-parallel group's collectives cross (checks both exist)."""
+    if hw.intra_node_link is None:
+        raise PerfModelError(f"{hw.id} has no intra-node link in hardware_db: "
                              "cannot model multi-GPU communication")
-    return link
+    g = domain_gpus(hw, dep)
+    if dep.tp > g or dep.ep > g:
+        return _inter_link(hw, g, f"tp={dep.tp}, ep={dep.ep}")
+    return hw.intra_node_link
+
+
+def _inter_link(hw: HardwareSpec, g: int, what: str) -> LinkSpec:
+    if hw.inter_node_link is None:
+        raise PerfModelError(f"{what} spans more than one scale-up domain of {g} GPUs, but "
+                             f"{hw.id} has no inter-node link in hardware_db")
+    return hw.inter_node_link
 
 
 def allreduce_s(nbytes, p: int, link: LinkSpec, eff: Efficiency):
@@ -106,38 +127,95 @@ def allreduce_hops(p: int) -> int:
     return 2 * math.ceil(math.log2(p)) if p > 1 else 0
 
 
-def alltoall_s(nbytes, p: int, link: LinkSpec, eff: Efficiency):
-    """All-to-all where each GPU holds nbytes and keeps 1/p of them."""
+def hierarchical_hops(p: int, g: int) -> tuple[int, int]:
+    """(intra-domain, inter-domain) latency steps of an all-reduce over p GPUs in domains of
+    g: reduce-scatter and all-gather inside each domain (ceil(log2 g) each), an all-reduce
+    across the p/g domains (2*ceil(log2(p/g))). p <= g is a flat all-reduce."""
+    if p <= g:
+        return allreduce_hops(p), 0
+    return allreduce_hops(g), allreduce_hops(math.ceil(p / g))
+
+
+def group_allreduce_s(nbytes, p: int, hw: HardwareSpec, dep: Deployment, eff: Efficiency):
+    """All-reduce over p GPUs as NCCL runs it across scale-up domains of g GPUs: hierarchical
+    (NCCL's CollNet/NVLS-tree and the 2D algorithm of Jia et al. 2018): intra-domain
+    reduce-scatter, inter-domain all-reduce of each GPU's 1/g shard, intra-domain all-gather:
+        2(g-1)/g * B / bw_intra + 2(n-1)/n * (B/g) / bw_inter + hops (hierarchical_hops),
+    n = p/g domains. Within one domain: the flat all-reduce (allreduce_s)."""
+    g = domain_gpus(hw, dep)
+    intra = hw.intra_node_link
+    if p <= g:
+        return allreduce_s(nbytes, p, intra, eff)
+    inter = _inter_link(hw, g, f"an all-reduce over {p} GPUs")
+    n = math.ceil(p / g)
+    intra_hops, inter_hops = hierarchical_hops(p, g)
+    return (2 * (g - 1) / g * nbytes / (intra.bandwidth_bytes_per_s * eff.link)
+            + 2 * (n - 1) / n * nbytes / g / (inter.bandwidth_bytes_per_s * eff.link)
+            + intra_hops * intra.latency_s + inter_hops * inter.latency_s)
+
+
+def alltoall_s(nbytes, p: int, hw: HardwareSpec, dep: Deployment, eff: Efficiency):
+    """All-to-all where each GPU holds nbytes spread evenly over p GPUs and keeps 1/p.
+
+    The p-1 peers are written concurrently (NCCL's grouped send/recv, DeepEP's kernels), so
+    the latency is A2A_LATENCY_HOPS one-hop latencies (the data, then the arrival flag), not
+    p-1 serial hops: DeepEP's README measures low-latency dispatch at 77 us for EP8 and
+    194 us for EP256 (128 tokens, H800 + CX7 RDMA): 32x the peers, 2.5x the time. Peers in
+    the GPU's scale-up domain take (g-1)/p of the bytes over NVLink, the others (p-g)/p over
+    the inter-node link at the same time; the slower of the two sets the pace."""
     if p <= 1:
         return 0.0 * nbytes
-    bw = link.bandwidth_bytes_per_s * eff.link
-    return (p - 1) / p * nbytes / bw + (p - 1) * link.latency_s
+    g = min(domain_gpus(hw, dep), p)
+    intra = hw.intra_node_link
+    t = (g - 1) / p * nbytes / (intra.bandwidth_bytes_per_s * eff.link)
+    lat = intra.latency_s
+    if p > g:
+        inter = _inter_link(hw, g, f"ep={p}")
+        t = np.maximum(t, (p - g) / p * nbytes / (inter.bandwidth_bytes_per_s * eff.link))
+        lat = max(lat, inter.latency_s)
+    return t + A2A_LATENCY_HOPS * lat
 
 
 def comm_times(m: ModelSpec, hw: HardwareSpec, eff: Efficiency, dep: Deployment, M):
     """(name, seconds) of the collectives of one step over M = B*T token rows."""
     if dep.tp == 1:
         return []
-    link = link_for(hw, dep)
+    link_for(hw, dep)
     act = np.asarray(M, dtype=float) * m.d_model * ACT_BYTES      # one B*T*D activation
     moe_layers = m.num_moe_layers if dep.ep > 1 else 0
-    attn_ar = allreduce_s(act, dep.tp, link, eff) * m.num_layers
-    mlp_ar = allreduce_s(act, dep.tp, link, eff) * (m.num_layers - moe_layers)
+    attn_ar = group_allreduce_s(act, dep.tp, hw, dep, eff) * m.num_layers
+    mlp_ar = group_allreduce_s(act, dep.tp, hw, dep, eff) * (m.num_layers - moe_layers)
     out = [("tp_allreduce_attention", attn_ar), ("tp_allreduce_mlp", mlp_ar)]
     if moe_layers:
         k = m.moe.experts_per_token
         load, _ = busiest_rank_ratios(m, dep, M)   # the busiest rank receives the most rows
-        a2a = 2 * alltoall_s(act * k / dep.tp * load, dep.ep, link, eff) * moe_layers
+        a2a = 2 * alltoall_s(act * k / dep.tp * load, dep.ep, hw, dep, eff) * moe_layers
         out.append(("ep_alltoall", a2a))
     return out
 
 
 def p2p_s(hw: HardwareSpec, eff: Efficiency, dep: Deployment, M, m: ModelSpec):
-    """Pipeline stage hand-offs for one step: (pp-1) sends of M*D activations."""
-    if dep.pp == 1:
-        return 0.0 * np.asarray(M, dtype=float)
-    link = hw.intra_node_link or hw.inter_node_link
-    if link is None:
-        raise PerfModelError(f"{hw.id} has no link in hardware_db: cannot model pipeline stages")
+    """Pipeline stage hand-offs for one step: pp-1 sends of M*D activations, each over the
+    link between the two stages: NVLink while both lie in one scale-up domain, the inter-node
+    link where a stage boundary is also a domain boundary (domain // tp stages per domain)."""
     nbytes = np.asarray(M, dtype=float) * m.d_model * ACT_BYTES
-    return (dep.pp - 1) * (nbytes / (link.bandwidth_bytes_per_s * eff.link) + link.latency_s)
+    if dep.pp == 1:
+        return 0.0 * nbytes
+    intra, inter = pipeline_handoffs(hw, dep)
+    out = 0.0 * nbytes
+    for n, link in ((intra, hw.intra_node_link), (inter, hw.inter_node_link)):
+        if n:
+            if link is None:
+                raise PerfModelError(f"pp={dep.pp} with tp={dep.tp} needs a "
+                                     f"{'inter' if link is hw.inter_node_link else 'intra'}-node "
+                                     f"link, which {hw.id} lacks in hardware_db")
+            out = out + n * (nbytes / (link.bandwidth_bytes_per_s * eff.link) + link.latency_s)
+    return out
+
+
+def pipeline_handoffs(hw: HardwareSpec, dep: Deployment) -> tuple[int, int]:
+    """(intra-domain, inter-domain) stage hand-offs: stages fill domains in order,
+    domain // tp stages each (one stage per domain when tp fills it)."""
+    per_domain = max(1, domain_gpus(hw, dep) // dep.tp)
+    inter = (dep.pp - 1) // per_domain
+    return dep.pp - 1 - inter, inter

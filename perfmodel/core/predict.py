@@ -6,8 +6,9 @@ E2E  = TTFT + sum over the O-1 later tokens of step(B, 1, S), S growing from pro
        piecewise linear in S, so the error is far below 1%), never the worst case.
 TPOT = (E2E - TTFT) / (O - 1); per-user tok/s = 1/TPOT; aggregate = B/TPOT.
 MBU, MFU: one GPU's bytes (FLOPs) per reported step / (step time x its peak).
-Pipeline parallelism: m = min(B, pp) micro-batches keep the stages busy, so a token of
-each sequence costs one full pass at batch B/m plus the stage hand-offs.
+Pipeline parallelism: decode keeps m = min(B, pp) micro-batches busy, so a token of each
+sequence costs one full pass at batch B/m plus the stage hand-offs; a prefill of B prompts
+fills and drains the pipeline (step(fill=True)).
 All functions broadcast over numpy arrays of B, prompt, output and context.
 """
 
@@ -56,13 +57,41 @@ class RequestTimes:
     prefill: StepEstimate
 
 
-def step(sc: Scenario, B, T, S, *, all_logits: bool = False) -> StepEstimate:
+def step(sc: Scenario, B, T, S, *, all_logits: bool = False, fill: bool = False) -> StepEstimate:
     """One step at batch B under the scenario, pipeline stages included.
+
+    Pipeline (pp = p stages of equal work, one full pass = the time of all L layers):
+    steady state (decode, fill=False): m = min(B, p) micro-batches stay in flight across
+    steps, so each sequence gets a token every full pass at B/m. A one-off step (a batch of
+    prompts, fill=True) fills and drains the pipeline: m micro-batches take (m + p - 1) stage
+    times, full(B/m) * (m + p - 1) / p, of which the bubble is (p-1)/(m+p-1)
+    (GPipe, Huang et al. 2019); m is min(B, p) or B (one prompt per micro-batch), the faster.
 
     flops and bytes are one tensor-parallel rank's share summed over all pp stages (the
     work of the whole step); divide by pp for one GPU's share."""
     B = np.asarray(B, dtype=float)
-    micro = np.minimum(B, sc.dep.pp)                        # micro-batches in flight
+    p = sc.dep.pp
+    micro = np.minimum(B, p)                              # micro-batches in flight
+    est = _pass(sc, B, micro, T, S, all_logits)
+    if p == 1 or not fill:
+        return est
+    filled = _filled(est, micro, p)
+    many = np.maximum(B, 1.0)
+    alt = _filled(_pass(sc, B, many, T, S, all_logits), many, p)
+    pick = alt.time_s < filled.time_s
+    return StepEstimate(time_s=np.where(pick, alt.time_s, filled.time_s),
+                        gpu_s=np.where(pick, alt.gpu_s, filled.gpu_s), cpu_s=filled.cpu_s,
+                        flops=filled.flops, bytes=filled.bytes, compute_dtype=est.compute_dtype,
+                        bound=filled.bound, ops=filled.ops, warnings=filled.warnings)
+
+
+def pp_bubble_fraction(p: int, m) -> object:
+    """Idle share of a fill-and-drain pipeline of p stages and m micro-batches: (p-1)/(m+p-1)."""
+    return (p - 1) / (np.asarray(m, dtype=float) + p - 1)
+
+
+def _pass(sc: Scenario, B, micro, T, S, all_logits: bool) -> StepEstimate:
+    """One full pass of B/micro sequences through all stages, hand-offs included."""
     est = step_time(sc.model, sc.hw, sc.precision, sc.engine, sc.eff, B / micro, T, S,
                     dep=sc.dep, attention=sc.attention, all_logits=all_logits)
     if sc.dep.pp == 1:
@@ -74,12 +103,20 @@ def step(sc: Scenario, B, T, S, *, all_logits: bool = False) -> StepEstimate:
                         warnings=est.warnings)
 
 
+def _filled(est: StepEstimate, m, p: int) -> StepEstimate:
+    """m micro-batches through p stages: (m + p - 1) stage times of full/p each."""
+    stretch = (m + p - 1) / p
+    return StepEstimate(time_s=est.time_s * stretch, gpu_s=est.gpu_s * stretch, cpu_s=est.cpu_s,
+                        flops=est.flops, bytes=est.bytes, compute_dtype=est.compute_dtype,
+                        bound=est.bound, ops=est.ops, warnings=est.warnings)
+
+
 def request_times(sc: Scenario, B, prompt, output, *, context=None, new_tokens=1) -> RequestTimes:
     """TTFT, the reported decode step, TPOT, E2E and throughputs (see module docstring)."""
     validate_deployment(sc.model, sc.dep)
     B, prompt, output = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (B, prompt, output)))
     ctx = prompt if context is None else np.asarray(context, dtype=float)
-    pre = step(sc, B, prompt, 0.0)
+    pre = step(sc, B, prompt, 0.0, fill=True)
     ttft = sc.engine.per_request_overhead_s + pre.time_s
 
     # trapezoid over the decode contexts prompt+1 .. prompt+output-1

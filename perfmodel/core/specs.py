@@ -376,15 +376,13 @@ class Deployment(Spec):
     tp: int = Field(default=1, gt=0, description="Tensor-parallel degree.")
     pp: int = Field(default=1, gt=0, description="Pipeline-parallel degree.")
     ep: int = Field(default=1, gt=0, description="Expert-parallel degree (within the TP group).")
-    gpus_per_node: int = Field(default=8, gt=0, description="GPUs sharing the scale-up link.")
+    gpus_per_node: int | None = Field(
+        default=None, gt=0, description="GPUs sharing the scale-up link (None: the hardware's "
+        "scale_up_gpus, else its gpus_per_node, else 8).")
 
     @property
     def num_gpus(self) -> int:
         return self.tp * self.pp
-
-    @property
-    def inter_node(self) -> bool:
-        return self.tp > self.gpus_per_node
 
 
 class Workload(Spec):
