@@ -61,6 +61,7 @@ class RequestEstimate(BaseModel):
     tp: int
     pp: int
     ep: int
+    dp: int = 1
     prefill_s: float = Field(description="Prefill of the prompt for the whole batch.")
     ttft_s: float = Field(description="Arrival to first token: overhead + prefill.")
     decode_step_s: float = Field(description="One step adding new_tokens per sequence at context.")
@@ -83,19 +84,20 @@ class RequestEstimate(BaseModel):
 def predict_request(model, gpu, *, weights: str = "bf16", kv: str | None = None,
                     activations: str | None = None, engine: str = "vllm", batch: int = 1,
                     prompt: int = 512, output: int = 128, context: int | None = None,
-                    new_tokens: int = 1, tp: int = 1, pp: int = 1, ep: int = 1,
+                    new_tokens: int = 1, tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1,
                     attention: str | None = None, profile=None,
                     hardware_dir: str | None = None) -> RequestEstimate:
     """Predict one configuration. Raises PerfModelError on bad input; never returns NaN."""
     for name, v in (("batch", batch), ("prompt", prompt), ("output", output),
-                    ("new_tokens", new_tokens), ("tp", tp), ("pp", pp), ("ep", ep)):
+                    ("new_tokens", new_tokens), ("tp", tp), ("pp", pp), ("ep", ep), ("dp", dp)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
             raise PerfModelError(f"{name} must be a positive integer, got {v!r}")
     if context is not None and (not isinstance(context, (int, np.integer)) or context < 0):
         raise PerfModelError(f"context must be a non-negative integer, got {context!r}")
     sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv, activations=activations,
-                                        engine=engine, tp=tp, pp=pp, ep=ep, attention=attention,
-                                        profile=profile, hardware_dir=hardware_dir)
+                                        engine=engine, tp=tp, pp=pp, ep=ep, dp=dp,
+                                        attention=attention, profile=profile,
+                                        hardware_dir=hardware_dir)
     m = sc.model
     ctx = prompt if context is None else context
     if prompt + output > m.max_context:
@@ -127,7 +129,7 @@ def predict_request(model, gpu, *, weights: str = "bf16", kv: str | None = None,
         model=m.id, gpu=sc.hw.id, engine=sc.engine.id, precision=sc.precision.label,
         compute_dtype=rt.step.compute_dtype, batch=batch, prompt_tokens=prompt,
         output_tokens=output, context_tokens=ctx, new_tokens=new_tokens, tp=tp, pp=pp, ep=ep,
-        bound=str(rt.step.bound), fits=mem.fits, memory=mem, ops=breakdown,
+        dp=dp, bound=str(rt.step.bound), fits=mem.fits, memory=mem, ops=breakdown,
         warnings=warnings, assumptions=assumptions, **values)
 
 

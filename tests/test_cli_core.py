@@ -89,7 +89,7 @@ words = st.one_of(st.sampled_from(["llama-3.1-8b", "h100-sxm", "bf16", "fp8", "i
                                    "1", "64", "nan", "inf", "vllm", "x", "", "1e9", "mixtral-8x7b",
                                    "deepseek-v3", "a100-sxm-80gb", "naive"]), st.text(max_size=6))
 flags = st.sampled_from(["--model", "--gpu", "--weights", "--kv", "--batch", "--prompt", "--output",
-                         "--context", "--tp", "--pp", "--ep", "--engine", "--attention",
+                         "--context", "--tp", "--pp", "--ep", "--dp", "--engine", "--attention",
                          "--new-tokens", "--activations", "--json"])
 
 

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from perfmodel import api
 from perfmodel.core.catalog import load_model
+from perfmodel.core.memory import kv_cache_bytes, weight_bytes_by_group
 from perfmodel.core.efficiency import default_efficiency
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.expert_load import expert_load_ratios
@@ -16,7 +18,7 @@ from perfmodel.core.hardware import load_gpu
 from perfmodel.core.ops import mla_flops_per_pair, ops
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.parallel import (allreduce_s, group_allreduce_s, hierarchical_hops, link_for,
-                                     pipeline_handoffs, shard)
+                                     pipeline_handoffs, shard, validate_deployment)
 from perfmodel.core.predict import pp_bubble_fraction
 from perfmodel.core.predict import step as predict_step
 from perfmodel.core.resolve import resolve
@@ -191,3 +193,59 @@ def test_pipelined_prefill_of_four_long_prompts_fills_and_drains():
     four = predict_step(sc, 4.0, 8192.0, 0.0, fill=True).time_s
     ideal = 4 / 2 * one
     assert four == pytest.approx(ideal / (1 - pp_bubble_fraction(2, 4)), rel=1e-6)
+
+
+# ----------------------------------------------------------------- attention DP x expert EP
+
+def test_dp_attention_replicates_attention_and_spreads_experts():
+    m = load_model("deepseek-v3")
+    p = Precision.of("fp8")
+    one = weight_bytes_by_group(m, p, Deployment())
+    dp8 = weight_bytes_by_group(m, p, Deployment(tp=1, dp=8, ep=8))
+    assert dp8["experts"] == pytest.approx(one["experts"] / 8)
+    assert dp8["attention"] == pytest.approx(one["attention"])          # replicated per group
+    # MLA's latent is whole on every TP rank (kv_replication) but each DP group keeps only
+    # its B/dp sequences: 64 sequences over dp=8 -> 8 sequences' latents per GPU
+    tp8 = kv_cache_bytes(m, p, batch=64, context=1024, dep=Deployment(tp=8, ep=8))
+    dp = kv_cache_bytes(m, p, batch=64, context=1024, dep=Deployment(tp=1, dp=8, ep=8))
+    assert tp8 == pytest.approx(kv_cache_bytes(m, p, batch=64, context=1024))
+    assert dp == pytest.approx(tp8 / 8)
+
+
+def test_dp_groups_run_attention_on_their_share_of_the_batch():
+    m = load_model("deepseek-v3")
+    hw = load_gpu("h200-sxm")
+    eff, eng = default_efficiency(hw), ENGINES["sglang"]
+    p = Precision.of("fp8")
+    dp = step_time(m, hw, p, eng, eff, 64, 1, 1024, dep=Deployment(tp=1, dp=8, ep=8))
+    alone = step_time(m, hw, p, eng, eff, 8, 1, 1024, dep=Deployment())
+    attn = {o.name: o for o in dp.ops}["attention"]
+    assert attn.flops == pytest.approx({o.name: o for o in alone.ops}["attention"].flops)
+    names = {o.name for o in dp.ops}
+    assert "ep_alltoall" in names and "dp_moe_allreduce" not in names
+
+
+@pytest.mark.parametrize("dep,needle", [
+    (dict(tp=8, ep=3), "ep=3 does not divide the 256 experts"),
+    (dict(tp=2, dp=2, ep=8), "ep=8 does not divide the tp x dp = 4 GPUs"),
+    (dict(tp=3), "tp=3 does not divide num_heads=128"),
+])
+def test_bad_layouts_are_one_line_errors_naming_the_constraint(dep, needle):
+    with pytest.raises(PerfModelError, match=needle):
+        validate_deployment(load_model("deepseek-v3"), Deployment(**dep))
+
+
+@given(st.sampled_from(["deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b", "llama-3.1-70b", "x"]),
+       st.sampled_from(["h200-sxm", "gb200", "b100", "mi300x", "l40s"]),
+       st.sampled_from([1, 2, 4, 8, 16, 3]), st.sampled_from([1, 2, 4, 8, 16, 0]),
+       st.sampled_from([1, 2, 8, 32, 5]), st.sampled_from([1, 2, 4]),
+       st.integers(-1, 512), st.sampled_from([1, 16, 4096]))
+def test_parallel_layouts_give_a_finite_result_or_a_clean_error(model, gpu, tp, dp, ep, pp, B, P):
+    try:
+        r = api.predict_request(model, gpu, weights="fp8", batch=B, prompt=P, output=8,
+                                tp=tp, dp=dp, ep=ep, pp=pp, engine="sglang")
+    except PerfModelError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    assert isinstance(r, api.RequestEstimate)
+    assert all(math.isfinite(v) and v > 0 for v in (r.ttft_s, r.tpot_s, r.e2e_s))

@@ -23,7 +23,10 @@ def register(sub) -> None:
                    help="tokens per sequence in the reported step (speculative verification)")
     p.add_argument("--attention", choices=["naive", "flash", "paged"], default=None,
                    help="override the engine's attention kernel")
-    p.add_argument("--ep", type=positive_int, default=1, help="expert-parallel degree")
+    p.add_argument("--ep", type=positive_int, default=1,
+                   help="expert-parallel degree (over the tp x dp GPUs)")
+    p.add_argument("--dp", type=positive_int, default=1,
+                   help="attention data-parallel groups of tp GPUs (SGLang --enable-dp-attention)")
     p.add_argument("--profile", default=None, help="calibrated profile YAML")
     p.set_defaults(func=run)
 
@@ -32,7 +35,7 @@ def run(args) -> int:
     r = api.predict_request(args.model, args.gpu, weights=args.weights, kv=args.kv,
                             activations=args.activations, engine=args.engine, batch=args.batch,
                             prompt=args.prompt, output=args.output, context=args.context,
-                            new_tokens=args.new_tokens, tp=args.tp, pp=args.pp, ep=args.ep,
+                            new_tokens=args.new_tokens, tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp,
                             attention=args.attention, profile=args.profile,
                             hardware_dir=args.hardware_dir)
     calibrated = args.profile is not None and load_profile(args.profile).gpu == r.gpu
@@ -44,7 +47,7 @@ def run(args) -> int:
         out["intervals"] = intervals  # validation residuals: perfmodel/analysis/validation/intervals.yaml
         print_json(out)
         return 0
-    print(f"{r.model} on {r.gpu} x{r.tp * r.pp}, {r.engine}, {r.precision} "
+    print(f"{r.model} on {r.gpu} x{r.tp * r.dp * r.pp}, {r.engine}, {r.precision} "
           f"(matmuls in {r.compute_dtype}), batch {r.batch}, {r.prompt_tokens} in / {r.output_tokens} out")
     print_table([
         {"metric": "TTFT", "value": ms(r.ttft_s), "unit": "ms"},

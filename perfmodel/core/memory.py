@@ -40,18 +40,19 @@ class MemoryEstimate(BaseModel):
     fits: bool = Field(description="total_bytes <= capacity_bytes.")
     max_batch: int = Field(description="Largest batch that fits at this context (0: none).")
     max_context: int = Field(description="Longest context that fits at this batch (0: none).")
-    num_gpus: int = Field(description="GPUs the model is spread over (tp x pp).")
+    num_gpus: int = Field(description="GPUs the model is spread over (tp x dp x pp).")
 
 
 def weight_bytes_by_group(m: ModelSpec, p: Precision, dep: Deployment) -> dict[str, float]:
-    """Every matrix at its storage precision, split over tp x pp GPUs."""
+    """Every matrix at its storage precision, split over tp x pp GPUs; routed experts over
+    tp x dp x pp (attention DP replicates everything else in each dp group)."""
     groups: dict[str, float] = {}
     for mat in all_matrices(m):
         groups[mat.group] = groups.get(mat.group, 0.0) + mat.elements * weight_bpe(m, p, mat.group)
     if m.tied_embeddings:
         groups.setdefault("lm_head", 0.0)
     share = dep.tp * dep.pp
-    return {k: v / share for k, v in groups.items()}
+    return {k: v / share / (dep.dp if k == "experts" else 1) for k, v in groups.items()}
 
 
 def reserve_bytes(dep: Deployment):
@@ -70,7 +71,7 @@ def kv_cache_bytes(m: ModelSpec, p: Precision, *, batch: int, context: int,
     per_seq = (full * s_round                                           # full-attention layers
                + m.sliding_window_layers * np.minimum(s_round, m.sliding_window or 0))  # windowed
     return (batch * per_seq * kv_bytes_per_token_layer(m, p)
-            * kv_replication(m, dep.tp) / dep.tp / dep.pp)
+            * kv_replication(m, dep.tp) / dep.tp / dep.pp / dep.dp)   # a dp group holds B/dp
 
 
 def activation_bytes(m: ModelSpec, p: Precision, engine: EngineProfile, *, batch: int,
@@ -88,8 +89,8 @@ def activation_bytes(m: ModelSpec, p: Precision, engine: EngineProfile, *, batch
     width = (4 * m.d_model                                   # residual, normed input, attn out, mlp out
              + (m.num_heads + 2 * m.num_kv_heads) * m.head_dim  # q, k, v
              + 3 * ffn)                                       # gate, up, activation
-    act = rows * width * ACT_BYTES / dep.tp
-    logits = batch * m.vocab_size * LOGIT_BYTES
+    act = rows * width * ACT_BYTES / dep.tp / dep.dp
+    logits = batch * m.vocab_size * LOGIT_BYTES / dep.dp
     scores = 0.0
     if (attention or engine.attention) == "naive":
         seq_rows = rows / batch

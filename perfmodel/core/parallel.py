@@ -21,15 +21,16 @@ import numpy as np
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.expert_load import expert_load_ratios
-from perfmodel.core.ops import ACT_BYTES, Op
-from perfmodel.core.specs import Deployment, Efficiency, HardwareSpec, LinkSpec, ModelSpec
+from perfmodel.core.ops import ACT_BYTES, Op, ops
+from perfmodel.core.specs import (Deployment, Efficiency, HardwareSpec, LinkSpec, ModelSpec,
+                                  Precision)
 
 DEFAULT_DOMAIN_GPUS = 8   # an HGX/DGX board, when neither deployment nor hardware says
 A2A_LATENCY_HOPS = 2      # concurrent all-to-all: data hop + arrival flag (DeepEP, see alltoall_s)
 
 
 def validate_deployment(m: ModelSpec, dep: Deployment) -> None:
-    """TP must divide the heads; EP must divide the experts and fit in the TP group."""
+    """TP must divide the heads; EP must divide the experts and tile the tp x dp GPUs."""
     heads = m.num_heads
     if heads % dep.tp:
         raise PerfModelError(f"tp={dep.tp} does not divide num_heads={heads} of {m.id}")
@@ -40,9 +41,10 @@ def validate_deployment(m: ModelSpec, dep: Deployment) -> None:
             raise PerfModelError(f"ep={dep.ep} given but {m.id} has no experts")
         if m.moe.num_experts % dep.ep:
             raise PerfModelError(f"ep={dep.ep} does not divide the {m.moe.num_experts} experts")
-        if dep.ep > dep.tp:
-            raise PerfModelError(f"ep={dep.ep} exceeds tp={dep.tp}: experts are spread over "
-                                 "the GPUs of one tensor-parallel group")
+        if (dep.tp * dep.dp) % dep.ep:
+            raise PerfModelError(f"ep={dep.ep} does not divide the tp x dp = {dep.tp * dep.dp} "
+                                 "GPUs of a stage: experts are spread over tp x dp GPUs "
+                                 "(use --dp for attention data parallelism)")
 
 
 def kv_replication(m: ModelSpec, tp: int) -> float:
@@ -52,11 +54,33 @@ def kv_replication(m: ModelSpec, tp: int) -> float:
     return max(1.0, tp / m.num_kv_heads)
 
 
+def rank_ops(m: ModelSpec, p: Precision, B, T, S, dep: Deployment, *, attention: str,
+             all_logits: bool = False) -> list[Op]:
+    """One GPU's ops of a step of B sequences (all stages' layers; PP is handled by predict).
+
+    Attention DP: each of the dp groups runs everything but the routed experts for its B/dp
+    sequences (shared experts and dense layers are replicated per group, as TRT-LLM's
+    attention DP and SGLang's DP attention run them); the routed experts see all B*T tokens,
+    spread over the tp x dp GPUs."""
+    B = np.asarray(B, dtype=float)
+    tokens = B * T
+    if dep.dp == 1:
+        return shard(ops(m, p, B, T, S, attention=attention, all_logits=all_logits), m, dep,
+                     tokens=tokens)
+    local = ops(m, p, B / dep.dp, T, S, attention=attention, all_logits=all_logits)
+    routed = {op.name: op for op in ops(m, p, B, T, S, attention=attention) if op.name == "experts"}
+    merged = [routed.get(op.name, op) for op in local]
+    out = shard(merged, m, dep, tokens=tokens)
+    return [replace(op, cost=replace(op.cost * (1.0 / dep.dp), kernels=op.cost.kernels),
+                    weight_elements=op.weight_elements / dep.dp) if op.name in routed else op
+            for op in out]
+
+
 def shard(op_list: list[Op], m: ModelSpec, dep: Deployment, tokens=1.0) -> list[Op]:
     """Per-GPU costs under TP (PP is handled by predict). Under EP the routed experts are
     those of the busiest rank: `tokens` = B*T rows routed this step set its excess rows and
     experts touched (core/expert_load.py); the other ops are the mean rank's share."""
-    if dep.tp == 1:
+    if dep.tp == 1 and dep.ep == 1:
         return op_list
     tp = dep.tp
     rep = kv_replication(m, tp)
@@ -99,8 +123,8 @@ def link_for(hw: HardwareSpec, dep: Deployment) -> LinkSpec:
         raise PerfModelError(f"{hw.id} has no intra-node link in hardware_db: "
                              "cannot model multi-GPU communication")
     g = domain_gpus(hw, dep)
-    if dep.tp > g or dep.ep > g:
-        return _inter_link(hw, g, f"tp={dep.tp}, ep={dep.ep}")
+    if dep.tp * dep.dp > g or dep.ep > g:
+        return _inter_link(hw, g, f"tp={dep.tp} x dp={dep.dp} (ep={dep.ep})")
     return hw.intra_node_link
 
 
@@ -177,20 +201,29 @@ def alltoall_s(nbytes, p: int, hw: HardwareSpec, dep: Deployment, eff: Efficienc
 
 
 def comm_times(m: ModelSpec, hw: HardwareSpec, eff: Efficiency, dep: Deployment, M):
-    """(name, seconds) of the collectives of one step over M = B*T token rows."""
-    if dep.tp == 1:
+    """(name, seconds) of the collectives of one step over M = B*T token rows (all dp groups).
+
+    Per layer: the attention all-reduce inside a tp group over its M/dp rows; the FFN's
+    all-reduce likewise on dense layers (and on MoE layers without EP); under EP a dispatch and
+    a combine all-to-all of each GPU's M/(tp*dp) rows x k over the ep GPUs; with DP but no EP
+    the MoE layer all-reduces all M rows over the tp x dp GPUs (gather + reduce-scatter)."""
+    if dep.tp * dep.dp == 1:
         return []
     link_for(hw, dep)
     act = np.asarray(M, dtype=float) * m.d_model * ACT_BYTES      # one B*T*D activation
-    moe_layers = m.num_moe_layers if dep.ep > 1 else 0
-    attn_ar = group_allreduce_s(act, dep.tp, hw, dep, eff) * m.num_layers
-    mlp_ar = group_allreduce_s(act, dep.tp, hw, dep, eff) * (m.num_layers - moe_layers)
+    local = act / dep.dp                                           # one dp group's rows
+    moe_layers = m.num_moe_layers if (dep.ep > 1 or dep.dp > 1) else 0
+    attn_ar = group_allreduce_s(local, dep.tp, hw, dep, eff) * m.num_layers
+    mlp_ar = group_allreduce_s(local, dep.tp, hw, dep, eff) * (m.num_layers - moe_layers)
     out = [("tp_allreduce_attention", attn_ar), ("tp_allreduce_mlp", mlp_ar)]
-    if moe_layers:
+    if moe_layers and dep.ep > 1:
         k = m.moe.experts_per_token
         load, _ = busiest_rank_ratios(m, dep, M)   # the busiest rank receives the most rows
-        a2a = 2 * alltoall_s(act * k / dep.tp * load, dep.ep, hw, dep, eff) * moe_layers
+        a2a = 2 * alltoall_s(local * k / dep.tp * load, dep.ep, hw, dep, eff) * moe_layers
         out.append(("ep_alltoall", a2a))
+    elif moe_layers:
+        out.append(("dp_moe_allreduce",
+                    group_allreduce_s(act, dep.tp * dep.dp, hw, dep, eff) * moe_layers))
     return out
 
 
@@ -216,6 +249,6 @@ def p2p_s(hw: HardwareSpec, eff: Efficiency, dep: Deployment, M, m: ModelSpec):
 def pipeline_handoffs(hw: HardwareSpec, dep: Deployment) -> tuple[int, int]:
     """(intra-domain, inter-domain) stage hand-offs: stages fill domains in order,
     domain // tp stages each (one stage per domain when tp fills it)."""
-    per_domain = max(1, domain_gpus(hw, dep) // dep.tp)
+    per_domain = max(1, domain_gpus(hw, dep) // (dep.tp * dep.dp))
     inter = (dep.pp - 1) // per_domain
     return dep.pp - 1 - inter, inter

@@ -20,7 +20,7 @@ from perfmodel.core.specs import Deployment, HardwareSpec, ModelSpec, Precision
 
 def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "bf16",
             kv: str | None = None, activations: str | None = None, engine: str = "vllm",
-            tp: int = 1, pp: int = 1, ep: int = 1, attention: str | None = None,
+            tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1, attention: str | None = None,
             profile: str | Path | Profile | None = None,
             hardware_dir: str | None = None) -> tuple[Scenario, list[str], list[str]]:
     """Ids -> a Scenario, with the warnings and the defaults that were filled in."""
@@ -56,7 +56,7 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
                 warnings.append(f"profile's link latency was fitted on {prof.gpu}, not {hw.id}: "
                                 "hardware_db latency used")
     try:
-        dep = Deployment(tp=tp, pp=pp, ep=ep)
+        dep = Deployment(tp=tp, pp=pp, ep=ep, dp=dp)
     except ValidationError as exc:
         raise PerfModelError(f"deployment {pydantic_message(exc)}") from None
     validate_deployment(m, dep)

@@ -16,7 +16,7 @@ import numpy as np
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.ops import Op, OpCost, ops, total
-from perfmodel.core.parallel import comm_times, shard
+from perfmodel.core.parallel import comm_times, rank_ops
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
                              Precision)
 
@@ -92,8 +92,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     """Time of one forward step of B sequences x T new tokens over S cached tokens."""
     dep = dep or Deployment()
     dtype, warnings = resolve_compute(hw, p, engine)
-    op_list = shard(ops(m, p, B, T, S, attention=attention or engine.attention,
-                        all_logits=all_logits), m, dep, tokens=np.asarray(B, float) * T)
+    op_list = rank_ops(m, p, B, T, S, dep, attention=attention or engine.attention,
+                       all_logits=all_logits)
     peak = hw.peak_flops_per_s[dtype]
     half_peak = hw.peak_flops_per_s.get("bf16") or hw.peak_flops_per_s.get("fp16") or peak
     vector_peak = hw.peak_flops_per_s.get("fp32", half_peak / 8.0) * VECTOR_EFFICIENCY
@@ -202,8 +202,7 @@ def roofline_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S,
 
 def _work_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S, dep: Deployment):
     """max(bytes / peak bandwidth, FLOPs / fastest peak) of one TP rank's whole op list."""
-    op_list = shard(ops(m, p, B, T, S, attention="flash"), m, dep,
-                    tokens=np.asarray(B, float) * T)
+    op_list = rank_ops(m, p, B, T, S, dep, attention="flash")
     work: OpCost = total(op_list)
     # perfect fusion: elementwise intermediates never reach memory
     fusable = sum((op.cost.act_bytes for op in op_list if op.kind == "elementwise"), 0.0)

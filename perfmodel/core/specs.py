@@ -375,14 +375,18 @@ class Deployment(Spec):
 
     tp: int = Field(default=1, gt=0, description="Tensor-parallel degree.")
     pp: int = Field(default=1, gt=0, description="Pipeline-parallel degree.")
-    ep: int = Field(default=1, gt=0, description="Expert-parallel degree (within the TP group).")
+    ep: int = Field(default=1, gt=0, description="Expert-parallel degree, over the tp x dp GPUs "
+                    "of a stage.")
+    dp: int = Field(default=1, gt=0, description="Attention data-parallel degree (SGLang "
+                    "--enable-dp-attention, TRT-LLM attention_dp): dp groups of tp GPUs each run "
+                    "attention for 1/dp of the batch; routed experts span all tp x dp GPUs.")
     gpus_per_node: int | None = Field(
         default=None, gt=0, description="GPUs sharing the scale-up link (None: the hardware's "
         "scale_up_gpus, else its gpus_per_node, else 8).")
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.dp * self.pp
 
 
 class Workload(Spec):
