@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.core.memory import (MAX_BATCH_SEARCH, reserve_bytes, usable_bytes,
+from perfmodel.core.memory import (MAX_BATCH_SEARCH, reserve_bytes, usable_bytes, held_context,
                               activation_bytes, kv_cache_bytes, weight_bytes_by_group)
 from perfmodel.core.parallel import p2p_s
 from perfmodel.core.predict import Scenario
@@ -102,7 +102,8 @@ def used_bytes(sc: Scenario, C, context, weights: float | None = None):
     """Per-GPU memory at concurrency C (array) and context: the sum estimate_memory tests."""
     return (loaded_bytes(sc, C, context, weights)
             + kv_cache_bytes(sc.model, sc.precision, batch=np.asarray(C, dtype=float),
-                             context=context, dep=sc.dep, block_tokens=sc.engine.kv_block_tokens))
+                             context=held_context(sc.model, sc.engine, batch=C, context=context),
+                             dep=sc.dep, block_tokens=sc.engine.kv_block_tokens))
 
 
 def capacity_bytes(sc: Scenario, C=1.0, context=None, weights: float | None = None):
