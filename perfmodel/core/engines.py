@@ -26,6 +26,10 @@ Sources for the parameters (mid-range values, not fitted to any validation row):
   [max_seq_len] slot per sequence whatever the request (gpt-fast `setup_caches`, HF
   `StaticCache`); STATIC_CACHE_TOKENS is its length. llama.cpp allocates one KV buffer of
   n_ctx tokens at start and splits it among its slots (server `--parallel`): LLAMA_CPP_N_CTX.
+- Low-bit weights: dequantized inside the matmul and overlapped with it by default (Marlin,
+  Machete, TRT-LLM's weight-only GEMMs, gpt-fast's tinygemm int4 kernel, llama.cpp's
+  mul_mat kernels); hf-eager's bitsandbytes path dequantizes the whole matrix first
+  (bitsandbytes/autograd/_functions.py matmul_4bit) and pays both in series.
 """
 
 from __future__ import annotations
@@ -82,7 +86,9 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         cpu_overhead_per_step_s=1.5e-3, per_request_overhead_s=20e-3,
         attention="naive", batching="static", kv_memory_fraction=0.95, kv_block_tokens=1,
         kv_prealloc="request", quant_kernel_efficiency=0.5, fused_elementwise=False,
-        supports_fp8=False, source="HF modeling_llama; gpt-fast blog (eager baseline)", **_COMMON),
+        supports_fp8=False, dequant_overlap=False,
+        source="HF modeling_llama; gpt-fast blog (eager baseline); bitsandbytes matmul_4bit "
+               "(more than one row: dequantize_4bit, then a 16-bit matmul)", **_COMMON),
     EngineProfile(
         id="torch-eager", name="Plain PyTorch eager (gpt-fast without compile)",
         kernels_per_layer=40, launch_s=12e-6, graph_launch_s=0.0,

@@ -162,8 +162,10 @@ def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
 def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
     """Attention core per layer kind (full / sliding window).
 
-    Each new token i (0..T-1) attends to S + i + 1 positions (causal), so the
-    query-key pairs are T*S + T*(T+1)/2 per sequence; FLOPs 4*B*pairs*N*H (QK^T and PV).
+    Each new token i (0..T-1) attends to S + i + 1 positions (causal), at most W in a
+    sliding-window layer, so the query-key pairs per sequence are sum_i min(S+i+1, W):
+    with n = clip(W - S, 0, T) tokens below the window, n*S + n(n+1)/2 + (T-n)*W
+    (full attention: n = T, T*S + T*(T+1)/2); FLOPs 4*B*pairs*N*H (QK^T and PV).
     KV read: B*(S+T) cached tokens * bytes per token per layer; KV write: B*T tokens.
     """
     L = m.num_layers
@@ -175,9 +177,7 @@ def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
         if n_layers == 0:
             continue
         ctx = S if window is None else np.minimum(S, window)   # cached tokens visible
-        pairs = T * ctx + T * (T + 1) / 2                       # query-key pairs per sequence
-        if window is not None:
-            pairs = np.minimum(pairs, T * window)
+        pairs = _causal_pairs(T, S, window)                     # query-key pairs per sequence
         if m.mla is not None:  # absorbed MLA: q and o live in the kv_lora latent space
             a = m.mla
             per_pair = 2.0 * m.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
@@ -201,6 +201,14 @@ def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
                                 kv_write_bytes=kv_write, kernels=kernels),
                          rows=B * T, window=window))
     return result
+
+
+def _causal_pairs(T, S, window: int | None):
+    """sum over i in 0..T-1 of min(S + i + 1, W) (W = infinity without a window)."""
+    if window is None:
+        return T * S + T * (T + 1) / 2
+    n = np.clip(window - S, 0.0, T)          # new tokens that see fewer than W positions
+    return n * S + n * (n + 1) / 2 + (T - n) * window
 
 
 def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:

@@ -344,6 +344,9 @@ class EngineProfile(Spec):
         gt=0, le=1, description="Bandwidth efficiency of low-bit weight kernels relative to 16-bit.")
     dequant_flops_per_weight: float = Field(
         ge=0, description="Extra FLOPs per weight element per token row for weight-only dequant.")
+    dequant_overlap: bool = Field(
+        default=True, description="Low-bit weights are dequantized inside the matmul, overlapped "
+        "with it (Marlin/Machete-class kernels); False: dequantized first, multiplied after.")
     fused_elementwise: bool = Field(description="Norm/rotary/activation fused into neighbours.")
     elementwise_traffic: float | None = Field(
         default=None, gt=0,
