@@ -74,6 +74,23 @@ def kv_cache_bytes(m: ModelSpec, p: Precision, *, batch: int, context: int,
             * kv_replication(m, dep.tp) / dep.tp / dep.pp / dep.dp)   # a dp group holds B/dp
 
 
+def held_context(m: ModelSpec, engine: EngineProfile, *, batch, context):
+    """Tokens of KV each of B sequences holds in memory at context S (arrays broadcast).
+
+    'request' (paged and growing caches): S. 'max_context' (static caches: gpt-fast
+    `setup_caches(max_batch_size, max_seq_length)`, HF `StaticCache(max_cache_len)`): every
+    sequence holds max(S, L) with L = min(kv_prealloc_tokens, model max context).
+    'pool' (llama.cpp: one KV buffer of n_ctx tokens allocated at start and split among the
+    slots, tools/server): B sequences hold max(B*S, L) tokens in all, i.e. max(S, L/B) each."""
+    S = np.asarray(context, dtype=float)
+    if engine.kv_prealloc not in ("max_context", "pool"):
+        return S
+    L = float(min(engine.kv_prealloc_tokens or m.max_context, m.max_context))
+    if engine.kv_prealloc == "pool":
+        return np.maximum(S, L / np.maximum(np.asarray(batch, dtype=float), 1.0))
+    return np.maximum(S, L)
+
+
 def activation_bytes(m: ModelSpec, p: Precision, engine: EngineProfile, *, batch: int,
                      context: int, dep: Deployment | None = None,
                      attention: str | None = None) -> float:
@@ -126,7 +143,9 @@ def estimate_memory(m: ModelSpec, hw: HardwareSpec, p: Precision, *, batch: int,
         return float(usable_bytes(hw, engine, fixed + act_bytes))
 
     def kv(b: int, s: int) -> float:
-        return (kv_cache_bytes(m, p, batch=b, context=s, dep=dep, block_tokens=engine.kv_block_tokens)
+        held = held_context(m, engine, batch=b, context=s)
+        return (kv_cache_bytes(m, p, batch=b, context=held, dep=dep,
+                               block_tokens=engine.kv_block_tokens)
                 + b * s * extra_kv_bytes_per_token)
 
     def ok(b: int, s: int) -> bool:

@@ -174,8 +174,10 @@ def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
 def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
     """Attention core per layer kind (full / sliding window).
 
-    Each new token i (0..T-1) attends to S + i + 1 positions (causal), so the
-    query-key pairs are T*S + T*(T+1)/2 per sequence; FLOPs 4*B*pairs*N*H (QK^T and PV).
+    Each new token i (0..T-1) attends to S + i + 1 positions (causal), at most W in a
+    sliding-window layer, so the query-key pairs per sequence are sum_i min(S+i+1, W):
+    with n = clip(W - S, 0, T) tokens below the window, n*S + n(n+1)/2 + (T-n)*W
+    (full attention: n = T, T*S + T*(T+1)/2); FLOPs 4*B*pairs*N*H (QK^T and PV).
     KV read: B*(S+T) cached tokens * bytes per token per layer; KV write: B*T tokens.
     """
     L = m.num_layers
@@ -187,9 +189,7 @@ def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
         if n_layers == 0:
             continue
         ctx = S if window is None else np.minimum(S, window)   # cached tokens visible
-        pairs = T * ctx + T * (T + 1) / 2                       # query-key pairs per sequence
-        if window is not None:
-            pairs = np.minimum(pairs, T * window)
+        pairs = _causal_pairs(T, S, window)                     # query-key pairs per sequence
         flops = B * pairs * 4.0 * m.num_heads * m.head_dim * n_layers
         kv_read = B * (ctx + T) * kv_tok * n_layers
         kv_write = B * T * kv_tok * n_layers
@@ -246,6 +246,14 @@ def _mla_core(m: ModelSpec, B, T, ctx, pairs):
     expanded = 2 * B * (ctx + T) * N * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
     use_dec = f_dec < f_abs
     return np.where(use_dec, f_dec, f_abs), np.where(use_dec, expanded * ACT_BYTES, 0.0)
+
+
+def _causal_pairs(T, S, window: int | None):
+    """sum over i in 0..T-1 of min(S + i + 1, W) (W = infinity without a window)."""
+    if window is None:
+        return T * S + T * (T + 1) / 2
+    n = np.clip(window - S, 0.0, T)          # new tokens that see fewer than W positions
+    return n * S + n * (n + 1) / 2 + (T - n) * window
 
 
 def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:

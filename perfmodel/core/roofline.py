@@ -6,6 +6,17 @@ Per step: the GPU works through the ops while the CPU issues their kernels; the 
 the two sets the pace, then the engine's per-step CPU overhead is added:
     step = max(sum(t_op) + t_comm, kernels * launch_s + graph_launch_s) + cpu_overhead
 Everything broadcasts over numpy arrays of B, T, S.
+
+A matmul runs on the faster of two kernel paths (_gemm_compute_s):
+- tiled GEMM on the matrix units: flops / (peak[dtype] * e_gemm(M)); weights stored narrower
+  than the compute dtype are dequantized on the vector units once per tile of
+  DEQUANT_TILE_ROWS rows, overlapped with the MMA (Marlin/Machete: max) or, for engines whose
+  kernels dequantize first and multiply after (engine.dequant_overlap False), in series (sum);
+- GEMV on the vector units (few rows: llama.cpp mul_mv/mmvq, the GEMV kernels of vLLM and
+  TRT-LLM): each weight is dequantized once and used by all M rows, so the work is
+  (2*M + dequant FLOPs per weight) * elements / vector peak and stays bytes-bound at small M,
+  where a tensor-core tile would pay for e_gemm(1)'s padded rows (on a chip whose 16-bit
+  rate equals its fp32 rate, such as Apple GPUs, that padding made decode compute-bound).
 """
 
 from __future__ import annotations
@@ -23,6 +34,9 @@ from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, Hardwar
 DEQUANT_TILE_ROWS = 64.0       # weight-only kernels dequantize once per tile of M rows (Marlin)
 VECTOR_EFFICIENCY = 0.5        # non-tensor-core arithmetic reaches about half its peak
 FUSED_ELEMENTWISE_BYTES = 0.5  # fused norms/activations move about half the bytes
+# bits of a compute dtype: weights stored narrower than it are dequantized in the kernel
+DTYPE_BITS = {"fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8,
+              "fp4": 4, "int4": 4}
 
 
 @dataclass(frozen=True)
@@ -98,7 +112,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     half_peak = hw.peak_flops_per_s.get("bf16") or hw.peak_flops_per_s.get("fp16") or peak
     vector_peak = hw.peak_flops_per_s.get("fp32", half_peak / 8.0) * VECTOR_EFFICIENCY
     bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw
-    weight_only = p.weights.bits < 16 and p.activations.bits >= 16
+    # weight-only formats, and fp8/fp4 weights on a fallback path, are dequantized in-kernel
+    dequant = p.weights.bits < DTYPE_BITS.get(dtype, 16)
     kscale = _kernel_scale(m, engine, attention or engine.attention)
 
     times: list[OpTime] = []
@@ -111,13 +126,10 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         k = c.kernels * (kscale if op.per_layer else 1.0)
         kernels = kernels + k
         if op.kind == "gemm":
-            compute = c.flops / (peak * eff.gemm(np.maximum(op.rows, 1.0)))
+            compute = _gemm_compute_s(op, peak, vector_peak, eff, engine,
+                                      op.quantized and dequant)
             wbytes = c.weight_bytes / (engine.quant_kernel_efficiency if op.quantized else 1.0)
             memory = (wbytes + c.act_bytes) / bw
-            if op.quantized and weight_only:
-                tiles = np.maximum(1.0, op.rows / DEQUANT_TILE_ROWS)   # smooth in M
-                compute = compute + (op.weight_elements * engine.dequant_flops_per_weight
-                                     * tiles / vector_peak)
         elif op.kind == "attention":
             compute = c.flops / (half_peak * eff.attn_compute)
             memory = (c.kv_read_bytes + c.kv_write_bytes) / (bw * eff.attn_mem) + c.act_bytes / bw
@@ -147,6 +159,22 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     return StepEstimate(time_s=step, gpu_s=gpu, cpu_s=cpu + engine.cpu_overhead_per_step_s,
                         flops=work.flops, bytes=moved_sum, compute_dtype=dtype, bound=bound,
                         ops=times, warnings=warnings)
+
+
+def _gemm_compute_s(op: Op, peak: float, vector_peak: float, eff: Efficiency,
+                    engine: EngineProfile, dequant: bool):
+    """Compute time of a matmul op: the faster of the tiled GEMM and the GEMV path
+    (module docstring). `dequant`: weights narrower than the compute dtype."""
+    rows = np.maximum(op.rows, 1.0)
+    mma = op.cost.flops / (peak * eff.gemm(rows))              # matrix units, padded tiles
+    per_weight = engine.dequant_flops_per_weight if dequant else 0.0
+    tiled = mma
+    if dequant:
+        tiles = np.maximum(1.0, rows / DEQUANT_TILE_ROWS)      # smooth in M
+        dq = op.weight_elements * per_weight * tiles / vector_peak
+        tiled = np.maximum(mma, dq) if engine.dequant_overlap else mma + dq
+    gemv = (op.cost.flops + op.weight_elements * per_weight) / vector_peak
+    return np.minimum(tiled, gemv)
 
 
 def _elementwise_traffic(engine: EngineProfile) -> float:
@@ -187,8 +215,10 @@ def _bound(compute, memory, comm, cpu, gpu):
 
 def roofline_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S,
                      dep: Deployment | None = None) -> object:
-    """The unbeatable floor: max(bytes / peak bandwidth, all FLOPs / peak compute), with the
-    fastest dtype the chip has and elementwise intermediates assumed fused away.
+    """The unbeatable floor: max(bytes / peak bandwidth, all FLOPs / peak compute), at the
+    peak of the model's compute dtype (its activations' format where the chip has it, else
+    the chip's 16-bit rate: a bf16 model cannot use fp8 units) and with elementwise
+    intermediates assumed fused away.
 
     Pipeline parallelism (pp stages): the step's work is spread over pp GPUs, and one
     sequence still passes through every stage in order, so the floor is
@@ -201,11 +231,13 @@ def roofline_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S,
 
 
 def _work_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S, dep: Deployment):
-    """max(bytes / peak bandwidth, FLOPs / fastest peak) of one TP rank's whole op list."""
+    """max(bytes / peak bandwidth, FLOPs / compute-dtype peak) of one TP rank's op list."""
     op_list = rank_ops(m, p, B, T, S, dep, attention="flash")
     work: OpCost = total(op_list)
     # perfect fusion: elementwise intermediates never reach memory
     fusable = sum((op.cost.act_bytes for op in op_list if op.kind == "elementwise"), 0.0)
-    fastest = max(hw.peak_flops_per_s.values())
+    peaks = hw.peak_flops_per_s
+    half = peaks.get("bf16") or peaks.get("fp16") or max(peaks.values())
+    peak = max(peaks.get(p.activations.name, 0.0), half)
     return np.maximum((work.bytes - fusable) / hw.memory_bandwidth_bytes_per_s,
-                      work.flops / fastest)
+                      work.flops / peak)

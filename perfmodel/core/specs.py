@@ -332,12 +332,21 @@ class EngineProfile(Spec):
         default="total", description="kv_memory_fraction applies to all device memory (vLLM, "
         "SGLang) or to what is free after weights and activations (TensorRT-LLM).")
     kv_block_tokens: int = Field(ge=1, description="KV page size in tokens (1: contiguous per token).")
-    kv_prealloc: Literal["none", "max_context", "request"] = Field(
-        default="request", description="Contiguous engines reserve KV for the whole sequence.")
+    kv_prealloc: Literal["none", "max_context", "request", "pool"] = Field(
+        default="request", description="What KV memory a sequence holds: 'request' its own "
+        "context; 'max_context' a static cache of kv_prealloc_tokens per sequence whatever the "
+        "request; 'pool' one pool of kv_prealloc_tokens split among the running sequences "
+        "(llama.cpp n_ctx over its slots). See memory.held_context.")
+    kv_prealloc_tokens: int | None = Field(
+        default=None, ge=1, description="Tokens reserved by 'max_context' (per sequence) or "
+        "'pool' (in all), capped at the model's max context; None: the model's max context.")
     quant_kernel_efficiency: float = Field(
         gt=0, le=1, description="Bandwidth efficiency of low-bit weight kernels relative to 16-bit.")
     dequant_flops_per_weight: float = Field(
         ge=0, description="Extra FLOPs per weight element per token row for weight-only dequant.")
+    dequant_overlap: bool = Field(
+        default=True, description="Low-bit weights are dequantized inside the matmul, overlapped "
+        "with it (Marlin/Machete-class kernels); False: dequantized first, multiplied after.")
     fused_elementwise: bool = Field(description="Norm/rotary/activation fused into neighbours.")
     elementwise_traffic: float | None = Field(
         default=None, gt=0,
