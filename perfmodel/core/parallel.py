@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from perfmodel.core.errors import PerfModelError
-from perfmodel.core.ops import ACT_BYTES, Op
+from perfmodel.core.ops import ACT_BYTES, LINEAR_ATTENTION_OP, Op
 from perfmodel.core.specs import Deployment, Efficiency, HardwareSpec, LinkSpec, ModelSpec
 
 
@@ -54,10 +54,11 @@ def shard(op_list: list[Op], m: ModelSpec, dep: Deployment) -> list[Op]:
     for op in op_list:
         c = op.cost
         kernels = c.kernels
+        op_rep = 1.0 if op.name == LINEAR_ATTENTION_OP else rep   # recurrent state: split by heads
         cost = c * (1.0 / tp)
         cost = replace(cost, kernels=kernels,
-                       kv_read_bytes=c.kv_read_bytes * rep / tp,
-                       kv_write_bytes=c.kv_write_bytes * rep / tp)
+                       kv_read_bytes=c.kv_read_bytes * op_rep / tp,
+                       kv_write_bytes=c.kv_write_bytes * op_rep / tp)
         out.append(replace(op, cost=cost, weight_elements=op.weight_elements / tp))
     return out
 

@@ -143,6 +143,30 @@ class MLASpec(Spec):
     v_head_dim: int = Field(gt=0, description="Per-head value dim.")
 
 
+class LinearAttentionSpec(Spec):
+    """Linear-attention layers with a constant-size recurrent state instead of a KV cache
+    (Gated DeltaNet: Qwen3-Next, Qwen3.5; Yang et al. 2024, arXiv:2412.06464). HF config keys
+    linear_num_key_heads, linear_num_value_heads, linear_key_head_dim, linear_value_head_dim,
+    linear_conv_kernel_dim; the other layers are full attention."""
+
+    num_layers: int = Field(gt=0, description="How many layers are linear attention.")
+    num_key_heads: int = Field(gt=0, description="Query/key heads of the linear layers.")
+    num_value_heads: int = Field(gt=0, description="Value heads; each keeps a key_dim x value_dim state.")
+    key_head_dim: int = Field(gt=0, description="Per-head query/key dim.")
+    value_head_dim: int = Field(gt=0, description="Per-head value dim.")
+    conv_kernel: int = Field(default=4, gt=0, description="Causal depthwise conv width on q/k/v.")
+
+
+class SparseAttentionSpec(Spec):
+    """Top-k token selection by a lightweight indexer (DeepSeek Sparse Attention, DeepSeek-V3.2
+    tech report; GLM-5): every query attends to at most index_topk cached tokens, while the
+    indexer scores all of them with index_n_heads small heads and caches one index key per token."""
+
+    index_topk: int = Field(gt=0, description="Tokens each query attends to (at most).")
+    index_n_heads: int = Field(gt=0, description="Indexer heads.")
+    index_head_dim: int = Field(gt=0, description="Indexer head dim (one cached key per token per layer).")
+
+
 class ModelSpec(Spec):
     """A decoder-only transformer's architecture (Hugging Face config values)."""
 
@@ -165,6 +189,13 @@ class ModelSpec(Spec):
     sliding_window_layers: int = Field(default=0, ge=0, description="How many layers use the window.")
     moe: MoESpec | None = Field(default=None, description="MoE FFN, if any.")
     mla: MLASpec | None = Field(default=None, description="Latent attention, if any.")
+    attention_output_gate: bool = Field(
+        default=False, description="q_proj also emits a sigmoid gate on the attention output "
+        "(Qwen3-Next/Qwen3.5 attn_output_gate): N*H more outputs.")
+    linear_attention: LinearAttentionSpec | None = Field(
+        default=None, description="Linear-attention (recurrent-state) layers, if any.")
+    sparse_attention: SparseAttentionSpec | None = Field(
+        default=None, description="Indexer-selected top-k attention (DSA), if any.")
     published_params: float | None = Field(default=None, gt=0, description="Published total parameters.")
     published_active_params: float | None = Field(
         default=None, gt=0, description="Published active parameters per token (MoE).")
@@ -182,7 +213,19 @@ class ModelSpec(Spec):
             raise ValueError("sliding_window_layers > 0 needs sliding_window")
         if self.moe and self.moe.num_dense_layers > self.num_layers:
             raise ValueError("moe.num_dense_layers exceeds num_layers")
+        if self.num_full_attention_layers < 0:
+            raise ValueError(f"linear_attention.num_layers + sliding_window_layers exceed "
+                             f"num_layers={self.num_layers}")
         return self
+
+    @property
+    def num_linear_attention_layers(self) -> int:
+        return 0 if self.linear_attention is None else self.linear_attention.num_layers
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        """Layers with a KV cache of every token (not windowed, not linear)."""
+        return self.num_layers - self.sliding_window_layers - self.num_linear_attention_layers
 
     @property
     def attention_kind(self) -> Literal["mha", "gqa", "mqa", "mla"]:
