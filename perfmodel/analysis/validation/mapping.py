@@ -16,7 +16,7 @@ from perfmodel.core.errors import PerfModelError
 from perfmodel.core.params import count_params
 from perfmodel.core.specs import NumberFormat, parse_format
 from perfmodel.core.units import GIGA
-from perfmodel.analysis.validation.names import engine_id, gpu_id, model_id
+from perfmodel.analysis.validation.names import engine_id, gpu_id, model_alias_notes, model_id
 from perfmodel.analysis.validation.table import METRICS, Measurement
 
 PARAMS_TOLERANCE = 0.15   # table's params_b vs the catalog model: same model within 15%
@@ -165,8 +165,9 @@ def accepted_tokens(notes: str) -> float | None:
     return (float(a) + float(b)) / 2 if b else float(a)
 
 
-def map_row(r: Measurement) -> Target | Unmapped:
-    """One row -> Target or Unmapped(reason)."""
+def map_row(r: Measurement, strict: bool = False) -> Target | Unmapped:
+    """One row -> Target or Unmapped(reason). `strict` refuses a GPU whose variant the row
+    does not state instead of assuming the likeliest one (names.GPU_DEFAULTS)."""
     def no(reason: str) -> Unmapped:
         return Unmapped(measurement=r, reason=reason)
 
@@ -174,7 +175,7 @@ def map_row(r: Measurement) -> Target | Unmapped:
         return no(f"unknown metric {r.metric!r}")
     if r.measured is None:
         return no(f"value {r.value!r} is not a positive number")
-    gpu, why, notes = gpu_id(r.gpu)
+    gpu, why, notes = gpu_id(r.gpu, strict=strict)
     if gpu is None:
         return no(why)
     parts = r.model.split("+", 1)
@@ -218,15 +219,16 @@ def map_row(r: Measurement) -> Target | Unmapped:
         measurement=r, model=model.id, gpu=gpu, engine=engine, weights=weights,
         activations=acts, kv=kv, tp=tp, pp=1, prompt=max(prompt or 1, 1), output=output or 0,
         speculation=_speculation(r, parts[1] if len(parts) > 1 else None),
-        assumptions=notes + eng_notes + w_notes + kv_notes + extra, **load)
+        assumptions=notes + model_alias_notes(parts[0]) + eng_notes + w_notes + kv_notes + extra,
+        **load)
 
 
-def map_rows(rows: list[Measurement]) -> tuple[list[Target], list[Unmapped]]:
+def map_rows(rows: list[Measurement], strict: bool = False) -> tuple[list[Target], list[Unmapped]]:
     mapped: list[Target] = []
     unmapped: list[Unmapped] = []
     for r in rows:
         try:
-            t = map_row(r)
+            t = map_row(r, strict=strict)
         except PerfModelError as exc:   # a name rule reached a bad catalog entry
             t = Unmapped(measurement=r, reason=str(exc))
         (mapped if isinstance(t, Target) else unmapped).append(t)
