@@ -14,17 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.params import count_params
-from perfmodel.core.specs import NumberFormat, parse_format
+from perfmodel.core.specs import NumberFormat, parse_format, parse_gguf
 from perfmodel.core.units import GIGA
 from perfmodel.analysis.validation.names import engine_id, gpu_id, model_alias_notes, model_id
 from perfmodel.analysis.validation.table import METRICS, Measurement
 
 PARAMS_TOLERANCE = 0.15   # table's params_b vs the catalog model: same model within 15%
 
-# GGUF quantization types -> bits per weight, block scales included (llama.cpp
-# tools/quantize/README.md and ggml-quants block layouts: q4_0 = 32 x 4 bit + fp16 scale).
-GGUF_BPW = {"q4_0": 4.5, "q4_1": 5.0, "q4_k_s": 4.58, "q4_k_m": 4.85, "q5_k_m": 5.69,
-            "q6_k": 6.56, "q8_0": 8.5}
 
 # which lengths each metric needs
 _NEEDS = {"decode_tok_s_per_user": "io", "output_tok_s_total": "io", "ttft_ms": "i",
@@ -85,12 +81,14 @@ def parse_weights(text: str) -> tuple[NumberFormat, str, list[str]]:
         notes.append(f"mixed weight formats {text!r}: the first ({first}) is used for every matrix")
         low = first
     bpw = re.search(r"(\d+(?:\.\d+)?)\s*bpw", low)
-    gguf = re.search(r"\b(q\d_(?:k_[sm]|[01k]))\b", low)
+    gguf = re.search(r"\b(q\d_(?:k_[sml]|[01k]))\b", low)
     group = re.search(r"\bg(?:roup ?size ?)?(\d+)\b", low)
-    if bpw or (gguf and gguf.group(1) in GGUF_BPW):
-        bits = float(bpw.group(1)) if bpw else GGUF_BPW[gguf.group(1)]
+    if bpw:
+        bits = float(bpw.group(1))
         name = "int4" if bits <= 4.0 + 1.0 else "int8"   # average bits include block scales
         return NumberFormat(name=name, bits=bits), "fp16", notes
+    if gguf and parse_gguf(gguf.group(1)) is not None:   # bits per weight from core/specs.py
+        return parse_gguf(gguf.group(1)), "fp16", notes
     if "fp4" in low:
         return parse_format("fp4-g16" if "nvfp4" in low else "fp4"), "fp4", notes
     if re.search(r"\bint4\b|4-bit|\bgptq\b|\bawq\b|\bnf4\b|q4f16", low):

@@ -4,7 +4,7 @@ GPU: vendor words, capacity ("80GB"), form factor ("SXM4") and memory type are s
 the remaining base name is looked up in GPU_ALIASES (an explicit table of base names to
 hardware_db ids), and the capacity and form factor pick among that base name's variants.
 Text in parentheses is commentary ("(330 W power cap)", "(doc: ...)") and never picks a card;
-only a form factor or capacity written there ("A100 (PCIe interconnect)") narrows the variants
+only a form factor or capacity written there ("A100 (PCIe card)") narrows the variants
 when the name itself states none, and the row's assumptions say so. A form factor is ignored
 for a card sold in one form only ("B200 SXM 180GB" -> b200).
 A base name whose variant is not stated maps to the variant benchmarks most likely used
@@ -50,7 +50,7 @@ GPU_ALIASES: dict[str, tuple[str, ...]] = {
     "m3 ultra": ("apple-m3-ultra",), "m4 pro": ("apple-m4-pro",),
     "b300": ("b300",), "gb300": ("gb300",), "h20": ("h20",), "h800": ("h800",),
     "gh200": ("gh200",), "gb10": ("gb10",), "dgx spark": ("gb10",), "mi300a": ("mi300a",),
-    "jetson agx orin": ("jetson-agx-orin-64gb",), "rx 7900 xtx": ("rx-7900-xtx",),
+    "agx orin": ("jetson-agx-orin-64gb",), "rx 7900 xtx": ("rx-7900-xtx",),
     "rtx 5080": ("rtx-5080",), "rtx 5070 ti": ("rtx-5070-ti",),
 }
 # base name -> (variant assumed when the row does not state one, why)
@@ -59,12 +59,12 @@ GPU_DEFAULTS: dict[str, tuple[str, str]] = {
                               "HGX/DGX servers most benchmarks ran on)"),
     "h100": ("h100-sxm", "H100 variant not stated: SXM5 80GB assumed (the part of 8-GPU "
                          "HGX/DGX servers most benchmarks ran on)"),
-    "jetson agx orin": ("jetson-agx-orin-64gb", "Jetson AGX Orin module not stated: the 64 GB "
+    "agx orin": ("jetson-agx-orin-64gb", "AGX Orin module not stated: the 64 GB "
                                                 "developer kit assumed (a 32 GB module exists)"),
 }
 # base name -> capacity (GB) naming the package's CPU memory, not the GPU's
 _HOST_MEMORY_GB = {"gh200": 480.0}
-_VENDOR_WORDS = r"\b(nvidia|amd|intel|google|apple|geforce|radeon|instinct|tesla|habana)\b"
+_VENDOR_WORDS = r"\b(nvidia|amd|intel|google|apple|geforce|radeon|instinct|tesla|habana|jetson)\b"
 _EDITION = r"\b(server|workstation|max-q)\s+edition\b|\bedition\b"
 _MEMTYPE = r"\b(hbm2e?|hbm3e?|gddr6x?|gddr7)\b"
 _FORMS = {"sxm": r"\bsxm\d?\b", "pcie": r"\bpcie\b", "nvl": r"\bnvl\b"}
