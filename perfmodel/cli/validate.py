@@ -19,6 +19,9 @@ def register(sub) -> None:
                         "(default: data/public_measurements.csv and calibrate/data/raw-*.json)")
     p.add_argument("--profile", action="append", default=None, metavar="F",
                    help="calibrated profile YAML; repeatable (default: calibrate/profiles/*.yaml)")
+    p.add_argument("--strict", action="store_true",
+                   help="leave rows unmapped whose GPU variant is not stated (default: assume "
+                        "the likeliest, e.g. SXM in 8-GPU servers, and say so in the row)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--fit-intervals", action="store_true",
                    help="refit the interval factors and rewrite perfmodel/analysis/validation/intervals.yaml")
@@ -28,7 +31,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    rep = validate(args.data, args.profile)
+    rep = validate(args.data, args.profile, strict=args.strict)
     table = None
     if args.fit_intervals:
         table = fit_intervals(rep)

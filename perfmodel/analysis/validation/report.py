@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from perfmodel.analysis.validation.intervals import IntervalTable
-from perfmodel.analysis.validation.mapping import GGUF_BPW
+from perfmodel.core.specs import GGUF_BITS_PER_WEIGHT as GGUF_BPW
 from perfmodel.analysis.validation.names import ENGINE_NOTES, FRAMEWORK_ENGINES
 from perfmodel.analysis.validation.results import MetricSummary, RowResult, ValidationReport
 

@@ -134,13 +134,14 @@ def _workload(t: Target) -> str:
 
 
 def validate(data: list[str | Path] | None = None,
-             profiles: list[str | Path] | None = None) -> ValidationReport:
-    """Map, predict and score every row (see module docstring)."""
+             profiles: list[str | Path] | None = None, strict: bool = False) -> ValidationReport:
+    """Map, predict and score every row (see module docstring). `strict`: a row whose GPU
+    variant is not stated stays unmapped instead of taking the likeliest variant."""
     paths = default_data() if data is None else list(data)
     bad_files: list[str] = []
     rows = load_rows(paths, skip_bad=data is None, skipped=bad_files)
     profs = _profiles(profiles)
-    targets, unmapped = map_rows(rows)
+    targets, unmapped = map_rows(rows, strict=strict)
     preds: list[tuple[Target, object, object]] = []
     skipped = [UnmappedRow(**_unmapped(u.measurement, u.reason)) for u in unmapped]
     for t in targets:
