@@ -79,11 +79,12 @@ def parse_text(text: str, *, where: str, fmt: Format = "yaml", mapping: bool = T
         problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["?"])[0]
         raise SpecFileError(f"{where}: malformed YAML{at}: {problem}") from None
     except ValueError as exc:  # json.JSONDecodeError, or a number string too long
-        raise SpecFileError(f"{where}: not valid JSON ({(str(exc).splitlines() or ['?'])[0]})") \
-            from None
+        first = (str(exc).splitlines() or ["?"])[0]
+        raise SpecFileError(f"{where}: not valid JSON (not JSON, or truncated?): {first}") from None
     check_tree(data, where=where)
     if mapping and not isinstance(data, dict):
-        raise SpecFileError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
+        kind = "JSON object" if fmt == "json" else "YAML mapping"
+        raise SpecFileError(f"{where}: expected a {kind} of fields, got {type(data).__name__}")
     return data
 
 
