@@ -59,7 +59,8 @@ def _metric(args, *scenarios) -> tuple[str, list[str]]:
 
 def run_claim(args) -> int:
     if args.list_presets:
-        print_table([{"preset": k, "title": t} for k, t in list_presets()])
+        rows = [{"preset": k, "title": t} for k, t in list_presets()]
+        print_json({"presets": rows}) if args.json else print_table(rows)
         return 0
     if args.preset is not None:
         if args.claim or args.baseline or args.improved:

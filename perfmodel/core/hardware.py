@@ -17,9 +17,9 @@ import os
 import time
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
+from perfmodel.core.files import parse_text, read_text
 from perfmodel.core.errors import PerfModelError, SpecFileError, UnknownIdError, pydantic_message
 from perfmodel.core.specs import HardwareSpec, PriceSpec
 
@@ -89,17 +89,7 @@ def _parse(resolved: str, mtime_ns: int, size: int) -> HardwareSpec:
     """The cached parse; mtime and size are part of the key so an edited file is re-read."""
     p = Path(resolved)
     where = _display(p)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecFileError(f"{where}: malformed YAML{at}: {problem}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecFileError(f"{where}: cannot read: {exc}") from None
-    if not isinstance(data, dict):
-        raise SpecFileError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
+    data = parse_text(read_text(p, what="hardware file"), where=where, fmt="yaml")
     try:
         return HardwareSpec.model_validate(data)
     except ValidationError as exc:

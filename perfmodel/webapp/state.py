@@ -21,9 +21,10 @@ from typing import Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfmodel.core.errors import PerfModelError, pydantic_message
+from perfmodel.core.files import SPEC_MAX_BYTES, parse_text
 
 UPLOAD_PREFIX = "upload:"
-MAX_UPLOAD_BYTES = 2_000_000        # config.json / YAML files are a few kB
+MAX_UPLOAD_BYTES = SPEC_MAX_BYTES   # config.json / YAML files are a few kB; loaders cap there too
 MAX_TOKENS = 10_000_000             # widget bound; the model's own context limit is checked by perfmodel
 MAX_BATCH = 1_000_000
 MAX_GPUS = 4096
@@ -313,10 +314,11 @@ def to_json(scn: UIScenario) -> str:
 
 def from_json(data: bytes | str) -> UIScenario:
     """Parse a downloaded scenario; stores embedded uploads. Raises PerfModelError."""
-    try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise PerfModelError(f"scenario file is not JSON ({str(exc).splitlines()[0][:80]})") from None
+    if isinstance(data, bytes):
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise PerfModelError(f"scenario file is over the {MAX_UPLOAD_BYTES:,}-byte limit")
+        data = data.decode("utf-8", errors="replace")
+    doc = parse_text(data, where="scenario file", fmt="json", mapping=False)
     if not isinstance(doc, dict) or doc.get("kind") != JSON_KIND:
         raise PerfModelError(f"not a scenario file: expected \"kind\": \"{JSON_KIND}\"")
     fields = doc.get("scenario")

@@ -12,11 +12,11 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from perfmodel.core.catalog.aliases import ALIASES, alias_of
 from perfmodel.core.catalog.hf_config import load_hf_config
+from perfmodel.core.files import load_mapping
 from perfmodel.core.errors import SpecFileError, UnknownIdError, pydantic_message
 from perfmodel.core.specs import ModelSpec
 
@@ -69,18 +69,7 @@ def load_spec_file(path: str | Path) -> ModelSpec:
 @functools.lru_cache(maxsize=256)
 def _parse_yaml(path: str, mtime_ns: int) -> ModelSpec:  # noqa: ARG001 - mtime keys the cache
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SpecFileError(f"{p}: cannot read ({exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecFileError(f"{p}: invalid YAML{where} ({getattr(exc, 'problem', exc)})") from None
-    except RecursionError:
-        raise SpecFileError(f"{p}: invalid YAML (nested too deeply)") from None
-    if not isinstance(data, dict):
-        raise SpecFileError(f"{p}: expected a mapping of ModelSpec fields, got {type(data).__name__}")
+    data = load_mapping(p, what="model spec", fmt="yaml")
     try:
         return ModelSpec.model_validate(data)
     except ValidationError as exc:
