@@ -82,6 +82,7 @@ class _Sim:
         self.next_send = 0                      # closed loop: next request to send
         self.waiting: deque = deque()
         self.running: list[int] = []
+        self._run_arr: np.ndarray | None = None  # cached np.array(running), reset on change
         self.used_blocks = 0.0
         self.finished = 0
         self.t = 0.0
@@ -105,6 +106,11 @@ class _Sim:
         while self.pending and self.pending[0][0] <= self.t * (1 + 1e-12) + 1e-15:
             self.waiting.append(heapq.heappop(self.pending)[1])
 
+    def _run(self) -> np.ndarray:
+        if self._run_arr is None:
+            self._run_arr = np.array(self.running, dtype=int)
+        return self._run_arr
+
     def _blocks_for(self, tokens):
         return np.ceil(np.asarray(tokens, dtype=float) / self.pol.block_tokens)
 
@@ -120,6 +126,7 @@ class _Sim:
 
     def _preempt_last(self) -> None:
         i = self.running.pop()
+        self._run_arr = None
         self.used_blocks -= self.blocks[i]
         self.blocks[i] = 0.0
         self.need[i] = self.prompt[i] + self.gen[i]
@@ -144,13 +151,14 @@ class _Sim:
         budget = float("inf") if pol.token_budget is None else float(pol.token_budget)
         preempted = False
         while True:
-            run = np.asarray(self.running, dtype=int)
-            prefilling = self.done[run] < self.need[run] if run.size else np.zeros(0, bool)
+            run = self._run()
+            prefilling = self.done[run] < self.need[run]
             partial = run[prefilling]
             prefill_turn = (not pol.mixed and not force_decode
                             and bool(partial.size or self._admissible(budget)))
             dec = np.zeros(0, int) if prefill_turn else run[~prefilling][:int(min(budget, run.size))]
-            grow = float(np.sum(self._blocks_for(self.ctx[dec] + 1) - self.blocks[dec]))
+            # one more token needs a new block only where the last block is full
+            grow = float(np.count_nonzero(self.blocks[dec] * pol.block_tokens <= self.ctx[dec]))
             if grow <= self._free() or not self.running:
                 break
             self._preempt_last()
@@ -180,6 +188,7 @@ class _Sim:
                     break
                 self.waiting.popleft()
                 self.running.append(i)
+                self._run_arr = None
                 chunks.append((int(i), c))
                 spare -= extra
                 left -= c
@@ -200,7 +209,7 @@ class _Sim:
         return float(self._blocks_for(self.ctx[i] + c) - self.blocks[i]) <= self._free()
 
     def _reservable(self, i: int) -> bool:
-        run = np.asarray(self.running, dtype=int)
+        run = self._run()
         reserved = float(np.sum(self._blocks_for(self.need[run] + self.out[run]))) if run.size else 0.0
         return reserved + float(self._blocks_for(self.need[i] + self.out[i] - self.gen[i])) <= self.pol.total_blocks
 
@@ -221,16 +230,16 @@ class _Sim:
         self._retire(dec)
 
     def _kv_steps(self, dec: np.ndarray, k: int) -> int:
-        """Most decode steps (<= k, >= 1) whose KV blocks fit."""
-        def fits(j):
-            return float(np.sum(self._blocks_for(self.ctx[dec] + j) - self.blocks[dec])) <= self._free()
-        if fits(k):
-            return k
-        lo, hi = 1, k
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-        return lo
+        """Most decode steps (<= k, >= 1) whose KV blocks fit. With e_i empty slots in a
+        sequence's last block, j more tokens need ceil(max(0, j - e_i) / bs) blocks, so
+        over d sequences g(q bs + r) = q d + #{e_i < r} (0 <= r < bs): the largest j with
+        g(j) <= free is q bs + min(e_(rem), bs - 1), q = free // d, rem = free - q d."""
+        bs, d = self.pol.block_tokens, dec.size
+        free = int(round(self._free()))
+        q, rem = divmod(max(free, 0), d)
+        e = self.blocks[dec] * bs - self.ctx[dec]
+        r = min(float(np.partition(e, rem)[rem]), bs - 1.0)
+        return int(max(1, min(k, q * bs + r)))
 
     def _retire(self, idx) -> None:
         idx = np.asarray(idx, dtype=int)
@@ -238,6 +247,7 @@ class _Sim:
         if done:
             gone = set(done)
             self.running = [r for r in self.running if r not in gone]
+            self._run_arr = None
             for i in done:
                 self._finish(i, self.t)
 

@@ -20,6 +20,7 @@ keep the stages busy; the step runs at 1/m of its rows plus (pp - 1) hand-offs.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,22 +78,62 @@ class StepCost:
         seqs = d + len(chunks)
         m = float(min(max(seqs, 1), self.pp))
         M = (d + float(sum(chunks))) / m
-        gpu = self.body(M) + self.head((d + finishing) / m) + self.attn_fixed_s
+        gpu = _interp1(self._rows, self._body, M) + _interp1(self._rows, self._head, (d + finishing) / m)
+        gpu += self.attn_fixed_s
         if d:
-            gpu += float(self.dec_attn(d / m, sum_ctx / d))
-        if len(chunks):
+            gpu += _bilinear1(self._drows, self._dctx, self._dattn, d / m, sum_ctx / d)
+        if len(chunks) > 8:
             c = np.asarray(chunks, dtype=float)
             gpu += float(np.sum(self.chunk_attn(c, np.asarray(chunk_ctx, dtype=float)))) / m
+        else:
+            for c, s0 in zip(chunks, chunk_ctx):
+                gpu += _bilinear1(self._chunk, self._cctx, self._cattn, float(c), float(s0)) / m
         gpu += self.hop[0] * M + self.hop[1]
-        return max(float(gpu), self.cpu_s) + self.overhead_s
+        return max(gpu, self.cpu_s) + self.overhead_s
+
+    def __post_init__(self):
+        # python-list copies for the scalar path (bisect on lists beats numpy on scalars)
+        for name, arr in (("_rows", self.rows), ("_body", self.body_s), ("_head", self.head_s),
+                          ("_drows", self.dec_rows), ("_dctx", self.dec_ctx),
+                          ("_chunk", self.chunk), ("_cctx", self.chunk_ctx)):
+            object.__setattr__(self, name, [float(x) for x in arr])
+        object.__setattr__(self, "_dattn", self.dec_attn_s.tolist())
+        object.__setattr__(self, "_cattn", self.chunk_attn_s.tolist())
 
     def decode_run_s(self, d: int, mean_ctx0: float, k: int) -> np.ndarray:
         """Durations of k decode-only steps of d rows whose contexts grow by one per step."""
         m = float(min(d, self.pp))
         ctx = mean_ctx0 + np.arange(k, dtype=float)
-        gpu = (self.body(d / m) + self.head(d / m) + self.attn_fixed_s
-               + self.dec_attn(np.full(k, d / m), ctx) + self.hop[0] * d / m + self.hop[1])
+        i, fx = _cell(self._drows, d / m)       # fixed d: interpolate along the context only
+        row = (1 - fx) * self.dec_attn_s[i] + fx * self.dec_attn_s[i + 1]
+        const = (_interp1(self._rows, self._body, d / m) + _interp1(self._rows, self._head, d / m)
+                 + self.attn_fixed_s + self.hop[0] * d / m + self.hop[1])
+        gpu = const + np.interp(ctx, self.dec_ctx, row)
         return np.maximum(gpu, self.cpu_s) + self.overhead_s
+
+
+def _cell(grid: list, x: float) -> tuple[int, float]:
+    """Index i and fraction f of x in [grid[i], grid[i+1]], clamped at the edges."""
+    if x <= grid[0]:
+        return 0, 0.0
+    if x >= grid[-1]:
+        return len(grid) - 2, 1.0
+    i = bisect_right(grid, x) - 1
+    return i, (x - grid[i]) / (grid[i + 1] - grid[i])
+
+
+def _interp1(xg: list, yg: list, x: float) -> float:
+    i, f = _cell(xg, x)
+    return yg[i] + f * (yg[i + 1] - yg[i])
+
+
+def _bilinear1(xg: list, yg: list, z: list, x: float, y: float) -> float:
+    """_bilinear for one point on python lists."""
+    i, fx = _cell(xg, x)
+    j, fy = _cell(yg, y)
+    a, b = z[i], z[i + 1]
+    return ((1 - fx) * ((1 - fy) * a[j] + fy * a[j + 1])
+            + fx * ((1 - fy) * b[j] + fy * b[j + 1]))
 
 
 def _bilinear(xg, yg, z, x, y):
