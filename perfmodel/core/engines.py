@@ -72,9 +72,10 @@ SGLANG_SCHEDULER = SchedulerSpec(
     source="sglang server_args.py (chunked_prefill_size 8192, enable_mixed_chunk off)")
 TRTLLM_SCHEDULER = SchedulerSpec(
     max_num_seqs=4096, max_num_batched_tokens=32768, chunked_prefill=True, mixed_prefill=True,
-    seqs_divided_by_pp=True,
+    seqs_divided_by_pp=True, kv_reserve_output=True,
     source="tensorrt_llm/bench/build/tuning.py finetune_setting (4096 / pp sequences, "
-           "max_num_tokens <= 32768)")
+           "max_num_tokens <= 32768); capacity scheduler policy GUARANTEED_NO_EVICT "
+           "(the default of executor SchedulerConfig)")
 LLAMA_CPP_SCHEDULER = SchedulerSpec(
     max_num_batched_tokens=2048, chunked_prefill=True, mixed_prefill=True,
     source="llama.cpp common.h (n_batch 2048)")

@@ -368,6 +368,10 @@ class SchedulerSpec(Spec):
     prefill_first: bool = Field(
         default=False, description="Waiting prompts are prefilled before the running decodes "
         "step again (SGLang); False: decodes first, prompts fill the rest of the budget (vLLM).")
+    kv_reserve_output: bool = Field(
+        default=False, description="A request is admitted only if the KV blocks of its whole "
+        "prompt + output fit (TensorRT-LLM GUARANTEED_NO_EVICT); False: blocks on demand, "
+        "preempting when they run out (vLLM, SGLang).")
     seqs_divided_by_pp: bool = Field(
         default=False, description="max_num_seqs is shared by the pipeline stages (trtllm-bench).")
     small_gpu_bytes: float | None = Field(
