@@ -25,6 +25,7 @@ from perfmodel.analysis.validation.diagnose import diagnose
 from perfmodel.analysis.validation.mapping import Target, map_rows
 from perfmodel.analysis.validation.own import OWN_KIND, read_raw
 from perfmodel.analysis.validation.predictors import NotModelled, predict_target
+from perfmodel.analysis.validation.serving_predict import get_predictor
 from perfmodel.analysis.validation.serving_run import DEFAULT_SERVING, validate_serving
 from perfmodel.analysis.validation.results import (GroupSummary, MetricSummary, RowResult, TargetCheck,
                                           UnmappedRow, ValidationReport)
@@ -145,6 +146,8 @@ def validate(data: list[str | Path] | None = None,
     paths = default_data() if data is None else list(data)
     if serving is None:
         serving = [DEFAULT_SERVING] if data is None else []
+    if serving_predictor is not None:
+        get_predictor(serving_predictor)     # a bad name fails even without serving data
     bad_files: list[str] = []
     rows = load_rows(paths, skip_bad=data is None, skipped=bad_files)
     profs = _profiles(profiles)

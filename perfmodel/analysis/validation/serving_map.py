@@ -18,9 +18,9 @@ General rules only (nothing here names a row, a model or a measured value):
   stated attention_dp_size, or when unstated moe_tp x moe_ep / tp (the GPUs the experts span
   beyond the attention TP group). MoE columns of dense models are ignored;
 - load: concurrency = batch_size; prompt = isl; output = osl.
-Rows the model cannot express yet (attention DP without predictor support, disaggregated
-rows without a disaggregated predictor) are unmapped with the reason; the capabilities come
-from the predictor, so they map once it supports them.
+Rows the model cannot express yet are unmapped with the reason: attention DP until the
+predictor supports it (its Capabilities, read from its signature, so the rows map once it
+does), and disaggregated rows (no disaggregated predictor exists yet).
 """
 
 from __future__ import annotations
@@ -61,7 +61,6 @@ class Capabilities(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     attention_dp: bool = Field(default=False, description="Attention data parallelism.")
-    disaggregated: bool = Field(default=False, description="Separate prefill/decode workers.")
 
 
 class ServingTarget(BaseModel):
@@ -201,7 +200,7 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
     if r.ttft_s is None or r.tpot_s is None:
         return no("measured TTFT or TPOT is not a positive number")
     mode = r.get("mode").lower()
-    if mode == "disagg" and not caps.disaggregated:
+    if mode == "disagg":
         return no("disaggregated prefill/decode workers are not modelled yet")
     if mode != "agg":
         return no(f"mode {r.get('mode')!r} is not agg or disagg")
