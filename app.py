@@ -9,6 +9,7 @@ V = "perfmodel/webapp/views/"
 pages = [
     st.Page(V + "calculator.py", title="Calculator", url_path="calculator", default=True),
     st.Page(V + "sweep.py", title="Sweep", url_path="sweep"),
+    st.Page(V + "serving.py", title="Serving run", url_path="serving"),
     st.Page(V + "compare.py", title="Compare GPUs / sizing", url_path="compare"),
     st.Page(V + "speculative.py", title="Speculative decoding", url_path="speculative"),
     st.Page(V + "claims.py", title="Claim checker", url_path="claims"),

@@ -9,6 +9,9 @@ Predictors:
 - "steady": perfmodel.serving.curve.serve_curve, the steady-state formulas (one new prompt at
   a time among C running requests). Deterministic: its value is compared with the measured
   mean as is.
+- "sim": the step-level simulator (api.serve, perfmodel/serving/simulate.py) when this checkout
+  has it: a closed-loop benchmark at each concurrency. Its mean TTFT/TPOT are compared when it
+  reports means, else its p50 (the report says which).
 A predictor's `statistic` says which of its outputs is compared with the measured means.
 """
 
@@ -36,7 +39,7 @@ class PredictedPoint(BaseModel):
     fits: bool = Field(description="The memory model holds this concurrency.")
 
 
-PredictFn = Callable[..., dict[int, PredictedPoint]]
+PredictFn = Callable[..., dict[int, "PredictedPoint | str"]]   # str: why not at that level
 
 
 @dataclass(frozen=True)
@@ -86,17 +89,58 @@ def steady_state(t: ServingTarget, concurrencies: list[int], profile: Profile | 
             for p in cv.points}
 
 
-def _steady_capabilities() -> Capabilities:
-    from perfmodel.serving.curve import serve_curve   # noqa: PLC0415
-    return Capabilities(attention_dp="attention_dp" in inspect.signature(serve_curve).parameters)
+def _sim_stat(fields) -> str:
+    """'mean' when the simulator reports means (what the file measured), else 'p50'."""
+    return "mean" if {"ttft_mean_s", "tpot_mean_s"} <= set(fields) else "p50"
+
+
+def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | None,
+              specs: _Specs) -> dict[int, PredictedPoint | str]:
+    """The step-level simulator (perfmodel/serving/simulate.py through api.serve), closed loop
+    at the measured concurrencies with fixed lengths; a level it cannot run gives its reason."""
+    from perfmodel import api   # noqa: PLC0415 - exists only once the simulator is merged
+    extra = {"attention_dp": t.attention_dp} if t.attention_dp > 1 else {}
+    rep = api.serve(specs.model(t.model), specs.gpu(t.gpu), weights=t.weights, kv=t.kv,
+                    activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp, ep=t.ep,
+                    profile=profile, prompt_tokens=t.prompt, output_tokens=t.output,
+                    concurrencies=concurrencies, **extra)
+    out: dict[int, PredictedPoint | str] = {}
+    for p in rep.points:
+        stat = _sim_stat(type(p).model_fields)
+        ttft, tpot = getattr(p, f"ttft_{stat}_s"), getattr(p, f"tpot_{stat}_s")
+        if ttft is None or tpot is None or not (ttft > 0 and tpot > 0):
+            out[p.concurrency] = f"the simulator gives no TTFT/TPOT: {p.reason or 'no reason'}"
+            continue
+        out[p.concurrency] = PredictedPoint(ttft_s=_check(ttft, "TTFT"),
+                                            tpot_s=_check(tpot, "TPOT"), fits=p.fits)
+    return out
+
+
+def _accepts(fn, name: str) -> bool:
+    return name in inspect.signature(fn).parameters
 
 
 def predictors() -> dict[str, Predictor]:
     """Every predictor available in this checkout, by name."""
-    return {"steady": Predictor(
+    from perfmodel.serving.curve import serve_curve   # noqa: PLC0415
+    out = {"steady": Predictor(
         name="steady", description="steady-state serve_curve (perfmodel/serving/curve.py)",
-        statistic="steady-state value (deterministic)", capabilities=_steady_capabilities(),
+        statistic="steady-state value (deterministic)",
+        capabilities=Capabilities(attention_dp=_accepts(serve_curve, "attention_dp")),
         fn=steady_state)}
+    try:
+        from perfmodel import api   # noqa: PLC0415
+        from perfmodel.serving.simulate import ServePoint   # noqa: PLC0415
+    except ImportError:
+        return out
+    if hasattr(api, "serve"):
+        stat = _sim_stat(ServePoint.model_fields)
+        out["sim"] = Predictor(
+            name="sim", description="step-level simulator (perfmodel/serving/simulate.py)",
+            statistic=f"simulated {stat} over the run's requests",
+            capabilities=Capabilities(attention_dp=_accepts(api.serve, "attention_dp")),
+            fn=simulated)
+    return out
 
 
 def default_predictor() -> str:
@@ -133,5 +177,9 @@ def predict_targets(targets: list[ServingTarget], predictor: Predictor,
                 reasons[i] = f"the model refuses: {exc}"
             continue
         for i in idx:
-            points[i] = got[targets[i].concurrency]
+            g = got.get(targets[i].concurrency, "no prediction at this concurrency")
+            if isinstance(g, str):
+                reasons[i] = g
+            else:
+                points[i] = g
     return points, reasons
