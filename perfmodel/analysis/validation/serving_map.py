@@ -156,6 +156,9 @@ def _parallel(r: ServingMeasurement, moe: bool, caps: Capabilities):
     """(tp, pp, ep, attention_dp, notes) or a reason string."""
     tp, pp = _count(r.get("tp_size")) or 1, _count(r.get("pp_size")) or 1
     if not moe:
+        dp = _count(r.get("attention_dp_size")) or 1
+        if dp > 1:
+            return f"attention data parallelism (attention_dp {dp}) of a dense model is not modelled"
         return tp, pp, 1, 1, []
     ep = _count(r.get("moe_ep_size")) or 1
     moe_tp = _count(r.get("moe_tp_size")) or 1

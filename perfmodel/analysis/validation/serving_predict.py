@@ -79,7 +79,7 @@ def steady_state(t: ServingTarget, concurrencies: list[int], profile: Profile | 
                  specs: _Specs) -> dict[int, PredictedPoint]:
     """serve_curve at the measured concurrencies (perfmodel/serving/curve.py)."""
     from perfmodel.serving.curve import serve_curve   # noqa: PLC0415 - serving layer
-    extra = {"attention_dp": t.attention_dp} if t.attention_dp > 1 else {}
+    extra = _dp_kwarg(serve_curve, t)
     cv = serve_curve(specs.model(t.model), specs.gpu(t.gpu), weights=t.weights, kv=t.kv,
                      activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp, ep=t.ep,
                      prompt=t.prompt, output=t.output, concurrencies=concurrencies,
@@ -99,7 +99,7 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
     """The step-level simulator (perfmodel/serving/simulate.py through api.serve), closed loop
     at the measured concurrencies with fixed lengths; a level it cannot run gives its reason."""
     from perfmodel import api   # noqa: PLC0415 - exists only once the simulator is merged
-    extra = {"attention_dp": t.attention_dp} if t.attention_dp > 1 else {}
+    extra = _dp_kwarg(api.serve, t)
     rep = api.serve(specs.model(t.model), specs.gpu(t.gpu), weights=t.weights, kv=t.kv,
                     activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp, ep=t.ep,
                     profile=profile, prompt_tokens=t.prompt, output_tokens=t.output,
@@ -116,8 +116,19 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
     return out
 
 
-def _accepts(fn, name: str) -> bool:
-    return name in inspect.signature(fn).parameters
+DP_KEYWORDS = ("dp", "attention_dp")   # how a predictor may spell attention data parallelism
+
+
+def _dp_keyword(fn) -> str | None:
+    params = inspect.signature(fn).parameters
+    return next((k for k in DP_KEYWORDS if k in params), None)
+
+
+def _dp_kwarg(fn, t: ServingTarget) -> dict:
+    """{dp keyword: attention DP} when the row needs it (mapping only lets such rows through
+    when the predictor takes the keyword)."""
+    key = _dp_keyword(fn)
+    return {key: t.attention_dp} if key and t.attention_dp > 1 else {}
 
 
 def predictors() -> dict[str, Predictor]:
@@ -126,7 +137,7 @@ def predictors() -> dict[str, Predictor]:
     out = {"steady": Predictor(
         name="steady", description="steady-state serve_curve (perfmodel/serving/curve.py)",
         statistic="steady-state value (deterministic)",
-        capabilities=Capabilities(attention_dp=_accepts(serve_curve, "attention_dp")),
+        capabilities=Capabilities(attention_dp=_dp_keyword(serve_curve) is not None),
         fn=steady_state)}
     try:
         from perfmodel import api   # noqa: PLC0415
@@ -138,7 +149,7 @@ def predictors() -> dict[str, Predictor]:
         out["sim"] = Predictor(
             name="sim", description="step-level simulator (perfmodel/serving/simulate.py)",
             statistic=f"simulated {stat} over the run's requests",
-            capabilities=Capabilities(attention_dp=_accepts(api.serve, "attention_dp")),
+            capabilities=Capabilities(attention_dp=_dp_keyword(api.serve) is not None),
             fn=simulated)
     return out
 
