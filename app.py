@@ -10,6 +10,7 @@ pages = [
     # served at the root URL; the url_path of a default page is reserved but never served
     st.Page(V + "calculator.py", title="Calculator", url_path="home", default=True),
     st.Page(V + "sweep.py", title="Sweep", url_path="sweep"),
+    st.Page(V + "serving.py", title="Serving run", url_path="serving"),
     st.Page(V + "compare.py", title="Compare GPUs / sizing", url_path="compare"),
     st.Page(V + "speculative.py", title="Speculative decoding", url_path="speculative"),
     st.Page(V + "claims.py", title="Claim checker", url_path="claims"),
