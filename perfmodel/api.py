@@ -19,7 +19,7 @@ from perfmodel.core.resolve import resolve
 from perfmodel.core.roofline import roofline_floor_s
 from perfmodel.core.units import GB
 from perfmodel.serving.curve import check_slo
-from perfmodel.serving.simulate import ServePoint, ServeTimeline, simulate_points
+from perfmodel.serving.simulate import ServePoint, simulate_points
 from perfmodel.serving.workload import DEFAULT_PROMPTS_PER_SLOT, serve_workloads
 
 

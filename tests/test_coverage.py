@@ -257,7 +257,7 @@ def test_price_file_overrides_every_loader(tmp_path, monkeypatch):
     ("h100-sxm: cheap\n", "positive number"),
     ("h100-sxm: .inf\n", "positive number"),
     ("no-such-gpu: 1.0\n", "unknown GPU"),
-    ("h100-sxm: [1\n", "not a readable YAML"),
+    ("h100-sxm: [1\n", "malformed YAML"),
 ])
 def test_bad_price_file_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, body, why):
     f = tmp_path / "prices.yaml"

@@ -144,10 +144,8 @@ def price_overrides() -> dict[str, float]:
 @functools.lru_cache(maxsize=16)
 def _read_prices(resolved: str, mtime_ns: int, size: int) -> tuple[tuple[str, float], ...]:  # noqa: ARG001
     where = f"{PRICES_ENV_VAR}={resolved}"
-    try:
-        data = yaml.safe_load(Path(resolved).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise PerfModelError(f"{where}: not a readable YAML file ({str(exc).splitlines()[0]})") from None
+    data = parse_text(read_text(resolved, what=PRICES_ENV_VAR), where=where, fmt="yaml",
+                      mapping=False)     # the one safe reader: size, depth and tag caps
     if not isinstance(data, dict) or not data:
         raise PerfModelError(f"{where}: expected a mapping of gpu id -> USD per GPU-hour, "
                              "e.g. 'h100-sxm: 2.49'")
