@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "perfmodel"
-LAYER = {"core": 0, "serving": 1, "api": 2, "analysis": 3, "cli": 4, "webapp": 4}
+LAYER = {"core": 0, "serving": 1, "api": 2, "analysis": 3, "cli": 4, "webapp": 4, "__main__": 4}
 
 
 def _layer(dotted: str) -> int | None:
