@@ -72,6 +72,7 @@ def run(args) -> int:
         {"part": "speculative step", "ms": ms(r.spec_step_s)},
         {"part": "TPOT speculative / plain", "ms": f"{ms(r.tpot_s):.4g} / {ms(r.baseline_tpot_s):.4g}"},
     ])
+    print(f"dominant term: {r.dominant_term} ({r.dominant_note})")
     print(f"speed-up: {r.speedup:.3f}x   optimal gamma: {r.optimal_gamma} "
           f"({r.optimal_speedup:.3f}x)   break-even batch: {r.breakeven_batch} ({r.breakeven_note})")
     print("speed-up by batch: " + ", ".join(f"{p.batch}:{p.speedup:.2f}{'' if p.fits else '*'}"

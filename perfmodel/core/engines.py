@@ -91,7 +91,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         cpu_overhead_per_step_s=1.5e-3, per_request_overhead_s=20e-3,
         attention="naive", batching="static", kv_memory_fraction=0.95, kv_block_tokens=1,
         kv_prealloc="request", quant_kernel_efficiency=0.5, fused_elementwise=False,
-        supports_fp8=False, dequant_overlap=False,
+        supports_fp8=False, dequant_overlap=False, speculative_impl="research",
         source="HF modeling_llama; gpt-fast blog (eager baseline); bitsandbytes matmul_4bit "
                "(more than one row: dequantize_4bit, then a 16-bit matmul)", **_COMMON),
     EngineProfile(
