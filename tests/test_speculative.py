@@ -218,15 +218,17 @@ def test_speedup_never_exceeds_the_accepted_length_of_ngram_rows(root):
 # --------------------------------------------------------------------------- properties
 
 
-METHOD_ARGS = st.sampled_from([("ngram", None), ("eagle", None), ("eagle3", None),
-                               ("medusa", None), ("mtp", None), ("draft", "llama-3.2-1b")])
+METHOD_ARGS = st.sampled_from([("ngram", None), ("eagle", None), ("eagle2", None),
+                               ("eagle3", None), ("medusa", None), ("mtp", None),
+                               ("draft", "llama-3.2-1b")])
 
 
 @given(METHOD_ARGS, st.floats(0, 0.99), st.integers(1, 8), st.integers(1, 2048),
-       st.integers(0, 16384))
-def test_speedup_never_above_tokens_per_step_and_rises_with_alpha(method, alpha, gamma, B, S):
+       st.integers(0, 16384), st.sampled_from(["vllm", "hf-eager"]))
+def test_speedup_never_above_tokens_per_step_and_rises_with_alpha(method, alpha, gamma, B, S,
+                                                                  engine):
     m, draft = method
-    sc, _, _ = resolve("llama-3.1-8b", "h100-sxm")
+    sc, _, _ = resolve("llama-3.1-8b", "h100-sxm", engine=engine)
     a = estimate_specs(sc, m, batch=B, context=S, gamma=gamma, acceptance=alpha,
                        draft=load_model(draft) if draft else None)
     b = estimate_specs(sc, m, batch=B, context=S, gamma=gamma, acceptance=min(0.999, alpha + 0.05),
@@ -246,20 +248,21 @@ def _finite(obj):
 
 @given(st.sampled_from(["llama-3.1-8b", "deepseek-v3", "mixtral-8x7b", "gemma-2-9b", "nope"]),
        st.sampled_from(["h100-sxm", "a10", "mi300x", "tpu-v5e", "h1OO"]),
-       st.sampled_from(["draft", "eagle", "eagle3", "medusa", "ngram", "mtp", "lookahead"]),
+       st.sampled_from(["draft", "eagle", "eagle2", "eagle3", "medusa", "ngram", "mtp",
+                        "lookahead"]),
        st.sampled_from([None, "llama-3.2-1b", "qwen2.5-0.5b", "llama-3.1-70b", "bogus"]),
        st.one_of(st.none(), st.integers(-2, 70)),
        st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
        st.one_of(st.none(), st.floats(-1, 12)),
        st.integers(-1, 100_000), st.integers(-1, 300_000),
        st.one_of(st.none(), st.floats(-1, 20), st.just(float("nan"))),
-       st.sampled_from([1, 2, 3, 8]))
+       st.sampled_from([1, 2, 3, 8]), st.sampled_from(["vllm", "hf-eager"]))
 def test_api_returns_a_typed_result_or_a_clean_error(model, gpu, method, draft, gamma, alpha,
-                                                     tau, B, S, goal, tp):
+                                                     tau, B, S, goal, tp, engine):
     try:
         r = speculative_estimate(model, gpu, method=method, draft=draft, gamma=gamma,
                                  acceptance=alpha, mean_accepted_tokens=tau, batch=B, context=S,
-                                 target_speedup=goal, tp=tp)
+                                 target_speedup=goal, tp=tp, engine=engine)
     except PerfModelError:
         return
     assert isinstance(r, SpeculativeEstimate)
