@@ -68,7 +68,7 @@ def run(args) -> int:
         {"part": "plain decode step", "ms": ms(r.baseline_step_s)},
         {"part": f"verification (T={r.verify_tokens}, {r.verify_bound}-bound)", "ms": ms(r.verify_step_s)},
         {"part": "drafting", "ms": ms(r.draft_step_s)},
-        {"part": "proposer overhead", "ms": ms(r.overhead_s)},
+        {"part": "per-step overhead (proposer, research bookkeeping)", "ms": ms(r.overhead_s)},
         {"part": "speculative step", "ms": ms(r.spec_step_s)},
         {"part": "TPOT speculative / plain", "ms": f"{ms(r.tpot_s):.4g} / {ms(r.baseline_tpot_s):.4g}"},
     ])
