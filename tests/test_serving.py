@@ -100,6 +100,20 @@ def test_static_closed_loop_e2e_obeys_littles_law():
     assert m["e2e_s"][0] == pytest.approx(cycle - 300 * dec, rel=1e-6)
 
 
+@given(models, gpus, st.sampled_from(["hf-eager", "torch-compile"]), lengths, lengths,
+       st.integers(1, 4))
+def test_static_closed_loop_littles_law_with_mixed_lengths(model, gpu, engine, P, O, stretch):
+    # C users, each sending its next request when the last ends: C = rate x E2E (zero think
+    # time), whatever the spread between the mean and the longest request
+    sc, _ = _setup(model, gpu, engine, "bf16", P, O)
+    Om = O * stretch
+    lim = limits(sc, P, O, longest_output=Om)
+    cv = curve(sc, doubling_grid(max(lim.limit, 1)), P, O, lim, longest_output=Om)
+    assert np.allclose(cv.rate_rps * cv.e2e_s, cv.concurrency)
+    assert np.all(cv.closed_wait_s >= -1e-12)
+    assert np.allclose(cv.e2e_s, cv.ttft_s + (O - 1) * cv.tpot_s)
+
+
 # ------------------------------------------------------------------ queueing by hand
 
 

@@ -159,6 +159,14 @@ def _print_preset(rep, as_json: bool) -> int:
     print()
     for r in rep.source_vs_model:
         print(f"- {r.step}, {r.quantity}: {r.why}")
+    if rep.source_checks:
+        print("\nthe source against its own figures:")
+        print_table([{"step": c.step, "quantity": c.quantity, "unit": c.unit,
+                      "stated": _num(c.stated), "its figures give": _num(c.implied),
+                      "check": "consistent" if c.consistent else "contradicts itself"}
+                     for c in rep.source_checks])
+        for c in rep.source_checks:
+            print(f"- {c.step}, {c.quantity}: {c.why}")
     print()
     print(f"headline: {rep.total:.3g}x on {rep.metric}")
     _print_steps(rep.factors, rep.shapley)

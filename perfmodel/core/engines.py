@@ -27,9 +27,10 @@ Sources for the parameters (mid-range values, not fitted to any validation row):
   `StaticCache`); STATIC_CACHE_TOKENS is its length. llama.cpp allocates one KV buffer of
   n_ctx tokens at start and splits it among its slots (server `--parallel`): LLAMA_CPP_N_CTX.
 - Low-bit weights: dequantized inside the matmul and overlapped with it by default (Marlin,
-  Machete, TRT-LLM's weight-only GEMMs, gpt-fast's tinygemm int4 kernel, llama.cpp's
-  mul_mat kernels); hf-eager's bitsandbytes path dequantizes the whole matrix first
-  (bitsandbytes/autograd/_functions.py matmul_4bit) and pays both in series.
+  Machete, TRT-LLM's weight-only GEMMs, llama.cpp's mul_mat kernels). In series: hf-eager's
+  bitsandbytes path dequantizes the whole matrix first (bitsandbytes/autograd/_functions.py
+  matmul_4bit), and the torch engines' tinygemm int4 kernel is bound by its dequant work
+  (gpt-fast README: int4 decode streams 862 GB/s on an A100, bf16 1397 GB/s).
 """
 
 from __future__ import annotations
@@ -47,7 +48,11 @@ STATIC_CACHE_TOKENS = 32768
 # llama.cpp common.h: `common_params.n_ctx = 4096` (context size; newer builds take 0 = the
 # model's training context), one buffer shared by all slots.
 LLAMA_CPP_N_CTX = 4096
-_STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_TOKENS)
+# gpt-fast's int4 path (tinygemm `_weight_int4pack_mm`) dequantizes in series with its MMAs:
+# the gpt-fast README measures Llama-2-7B int4 on A100 at 196.8 tok/s and 862 GB/s, 42% of
+# the card's bandwidth (bf16: 1397 GB/s), so that kernel is bound by its dequant work.
+_STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_TOKENS,
+                     dequant_overlap=False)
 
 # Scheduler defaults as each engine ships them:
 # - vLLM V1 `EngineArgs.get_batch_defaults` (vllm/engine/arg_utils.py): `vllm serve` on a
@@ -87,7 +92,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         cpu_overhead_per_step_s=1.5e-3, per_request_overhead_s=20e-3,
         attention="naive", batching="static", kv_memory_fraction=0.95, kv_block_tokens=1,
         kv_prealloc="request", quant_kernel_efficiency=0.5, fused_elementwise=False,
-        supports_fp8=False, dequant_overlap=False,
+        supports_fp8=False, dequant_overlap=False, speculative_impl="research",
         source="HF modeling_llama; gpt-fast blog (eager baseline); bitsandbytes matmul_4bit "
                "(more than one row: dequantize_4bit, then a 16-bit matmul)", **_COMMON),
     EngineProfile(

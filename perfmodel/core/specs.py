@@ -437,6 +437,11 @@ class EngineProfile(Spec):
                     "and one write per tensor (fp32 upcasts and unfused chains move more); "
                     "None: 0.5 if fused_elementwise else 1. Set by calibration.")
     supports_fp8: bool = Field(default=True, description="Engine has fp8 kernels.")
+    speculative_impl: Literal["research", "serving"] = Field(
+        default="serving", description="How speculative decoding runs on it: 'research' (the "
+        "methods' reference code on Hugging Face models: default trees, tree construction, "
+        "posterior evaluation and KV compaction as Python ops every step) or 'serving' "
+        "(vLLM/SGLang/TRT-LLM: chains, fused sampling kernels). analysis/drafts.py.")
     scheduler: SchedulerSpec = Field(
         default_factory=SchedulerSpec, description="Request scheduler limits and policy.")
     source: str = Field(default="", description="Where the parameters come from.")

@@ -58,6 +58,9 @@ class Evaluation(BaseModel):
     num_gpus: int
     speculative_speedup: float | None = None
     tokens_per_step: float | None = None
+    speculative_terms: dict[str, float] | None = Field(
+        default=None, description="Seconds of one speculative step at the mid-decode context: "
+        "baseline_s (a plain decode step), verify_s, draft_s, overhead_s.")
     warnings: list[str] = Field(default_factory=list)
     assumptions: list[str] = Field(default_factory=list)
 
@@ -146,6 +149,7 @@ def evaluate_filled(f: Scenario, *, strict: bool = True) -> Evaluation:
                       memory_bytes=mem.total_bytes, capacity_bytes=mem.capacity_bytes,
                       max_batch=max_batch, num_gpus=gpus,
                       speculative_speedup=core["speedup"], tokens_per_step=core["tokens"],
+                      speculative_terms=core["spec_terms"],
                       warnings=warnings, assumptions=core["assumptions"])
 
 
@@ -164,7 +168,7 @@ def _decode(f: Scenario, strict: bool) -> dict:
     plain_tpot = tpot
     if not f.kv_cache:
         tpot, decode_bound = _recompute_tpot(sc, B, P, O)
-    speedup = tokens = None
+    speedup = tokens = spec_terms = None
     extra_w = extra_kv = 0.0
     if f.speculative is not None:
         if not f.kv_cache:
@@ -174,6 +178,7 @@ def _decode(f: Scenario, strict: bool) -> dict:
         else:
             spec = _speculate(sc, f, B, P + O // 2)
             speedup, tokens, decode_bound = spec["speedup"], spec["tokens"], spec["bound"]
+            spec_terms = spec["terms"]
             extra_w, extra_kv = spec["weight_bytes"], spec["kv_bytes_per_token"]
             warnings += spec["warnings"]
             assumptions += spec["assumptions"]
@@ -190,7 +195,7 @@ def _decode(f: Scenario, strict: bool) -> dict:
     regimes = {"decode_tok_s_per_user": decode_bound, "tpot_s": decode_bound,
                "ttft_s": prefill_bound, "e2e_s": e2e_bound, "output_tok_s_total": e2e_bound}
     return dict(sc=sc, values=values, regimes=regimes, warnings=warnings, assumptions=assumptions,
-                speedup=speedup, tokens=tokens, extra_weight_bytes=extra_w,
+                speedup=speedup, tokens=tokens, spec_terms=spec_terms, extra_weight_bytes=extra_w,
                 extra_kv_bytes_per_token=extra_kv, served=served)
 
 
@@ -235,7 +240,8 @@ def _speculate(sc: predict.Scenario, f: Scenario, B: int, S: int) -> dict:
     tau = float(tokens_per_step(s.acceptance, s.draft_tokens))
     st = step_times(sc, drafter, B, S, s.draft_tokens, tau)
     verify = predict.step(sc, B, s.draft_tokens + 1, S, all_logits=True)
-    return dict(speedup=float(st.speedup), tokens=tau, bound=str(verify.bound),
+    terms = {k: float(getattr(st, k)) for k in ("baseline_s", "verify_s", "draft_s", "overhead_s")}
+    return dict(speedup=float(st.speedup), tokens=tau, bound=str(verify.bound), terms=terms,
                 weight_bytes=drafter.weight_bytes, kv_bytes_per_token=drafter.kv_bytes_per_token,
                 warnings=[f"{f.label}: {w}" for w in drafter.warnings],
                 assumptions=[f"{f.label}: speculative speed-up taken at the mid-decode context "

@@ -103,7 +103,7 @@ def check_definitions(metric: str, *scenarios: Scenario) -> None:
 class Speculative(Spec):
     """Speculative decoding settings (perfmodel.analysis.speculative prices them)."""
 
-    method: Literal["draft", "eagle", "eagle3", "medusa", "ngram", "mtp"] = Field(
+    method: Literal["draft", "eagle", "eagle2", "eagle3", "medusa", "ngram", "mtp"] = Field(
         default="draft", description="Who proposes the tokens.")
     draft_model: str | ModelSpec | None = Field(
         default=None, description="Draft model for method 'draft' (default: the smallest "

@@ -86,6 +86,9 @@ def show_preset(pid: str) -> None:
                               else num(r.source) if r.source is not None else "") for r in rows],
                   "model": [num(r.model) if r.model is not None else "n/a" for r in rows],
                   "verdict": [r.verdict for r in rows], "why": [r.why for r in rows]}, hide_index=True)
+    for c in rep.source_checks:
+        if not c.consistent:
+            st.warning(f"The source contradicts itself: {c.step}, {c.quantity}: {c.why}")
     st.markdown("**Lever combinations that reach the claim**")
     combinations_table(rep.combinations)
     notes(rep.assumptions, rep.warnings)
