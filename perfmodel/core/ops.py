@@ -178,11 +178,13 @@ def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
 
 
 def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
-    """Attention core per layer kind (full / sliding window).
+    """Attention core per layer kind (full / sliding window / linear).
 
     Each new token i (0..T-1) attends to S + i + 1 positions (causal), so the
     query-key pairs are T*S + T*(T+1)/2 per sequence; FLOPs 4*B*pairs*N*H (QK^T and PV).
     KV read: B*(S+T) cached tokens * bytes per token per layer; KV write: B*T tokens.
+    DSA (sparse_attention): each query attends to at most index_topk tokens, like a window,
+    while the indexer op scores all of them. Linear-attention layers have their own op.
     """
     windowed = m.sliding_window_layers
     groups = [(m.num_full_attention_layers, None), (windowed, m.sliding_window)]
