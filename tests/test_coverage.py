@@ -341,6 +341,12 @@ GLM45 = {"model_type": "glm4_moe", "hidden_size": 5120, "num_hidden_layers": 92,
          "n_routed_experts": 160, "n_shared_experts": 1, "num_experts_per_tok": 8,
          "first_k_dense_replace": 3, "vocab_size": 151552, "max_position_embeddings": 131072,
          "tie_word_embeddings": False}
+GEMMA3_27B = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+              "text_config": {
+    "model_type": "gemma3_text", "hidden_size": 5376, "num_hidden_layers": 62,
+    "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+    "intermediate_size": 21504, "sliding_window": 1024, "sliding_window_pattern": 6,
+    "vocab_size": 262208, "max_position_embeddings": 131072, "query_pre_attn_scalar": 168}}
 ARCH = ["num_layers", "d_model", "num_heads", "num_kv_heads", "head_dim", "ffn_dim", "vocab_size",
         "tied_embeddings", "qkv_bias", "max_context", "sliding_window_layers", "moe", "mla",
         "linear_attention", "sparse_attention", "attention_output_gate"]
@@ -348,7 +354,7 @@ ARCH = ["num_layers", "d_model", "num_heads", "num_kv_heads", "head_dim", "ffn_d
 
 @pytest.mark.parametrize("cfg, ident", [(QWEN35_397B, "qwen3.5-397b-a17b"), (GLM5, "glm-5"),
                                          (KIMI_K2, "kimi-k2"), (MINIMAX_M2, "minimax-m2"),
-                                         (GLM45, "glm-4.5")], ids=lambda x: x if isinstance(x, str) else "")
+                                         (GLM45, "glm-4.5"), (GEMMA3_27B, "gemma-3-27b")], ids=lambda x: x if isinstance(x, str) else "")
 def test_hf_configs_of_new_families_reproduce_the_catalog(tmp_path, cfg, ident):
     import json
     from perfmodel.core.catalog import load_hf_config

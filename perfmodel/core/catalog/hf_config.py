@@ -2,7 +2,7 @@
 
 Supported `model_type`s: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe,
 qwen3_next, qwen3_5_moe, deepseek_v2, deepseek_v3, deepseek_v32, kimi_k2, glm4_moe,
-glm_moe_dsa, minimax_m2, gemma2, phi3, gpt_oss. Each maps the transformers config fields
+glm_moe_dsa, minimax_m2, gemma2, gemma3_text, phi3, gpt_oss. Each maps the transformers config fields
 (num_hidden_layers, hidden_size, ...) the way the matching transformers model builds its
 layers; any other model_type is an error that names the fields it would have needed.
 
@@ -63,6 +63,7 @@ FAMILIES: dict[str, tuple[str, list[str], bool]] = {
     "qwen3_5_moe": ("qwen3_5_moe", _MOE_QWEN + _LINEAR, False),
     "minimax_m2": ("minimax_m2", ["intermediate_size", "num_local_experts", "num_experts_per_tok"], False),
     "gemma2": ("gemma2", ["intermediate_size", "head_dim"], True),
+    "gemma3_text": ("gemma3", ["intermediate_size", "head_dim"], True),
     "phi3": ("phi3", ["intermediate_size"], False),
     "gpt_oss": ("gpt_oss", ["intermediate_size", "num_local_experts"], False),
 }
@@ -224,6 +225,8 @@ def _sliding(f: _Fields, model_type: str, layers: int, max_context: int) -> dict
     elif model_type.startswith("qwen"):
         use = f.bool("use_sliding_window", default=False)
         n = max(0, layers - f.int("max_window_layers", default=layers)) if use else 0
+    elif model_type == "gemma3_text":   # every sliding_window_pattern-th layer is global
+        n = layers - layers // max(1, f.int("sliding_window_pattern", default=6))
     elif model_type == "gemma2":
         window = window or 4096  # Gemma2Config default
         n = (layers + 1) // 2  # even layers slide, odd layers are global
