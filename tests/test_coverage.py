@@ -362,3 +362,21 @@ def test_hf_configs_of_new_families_reproduce_the_catalog(tmp_path, cfg, ident):
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
     spec = load_hf_config(tmp_path / "m")
     assert spec.model_dump(include=set(ARCH)) == load_model(ident).model_dump(include=set(ARCH))
+
+
+@given(text=st.text(max_size=40), strict=st.booleans())
+def test_random_gpu_names_give_an_id_or_a_reason(text, strict):
+    from perfmodel.analysis.validation.names import gpu_id
+    gid, reason, notes = gpu_id(text, strict=strict)
+    assert (gid is None) == bool(reason) and isinstance(notes, list)
+    if gid is not None:
+        assert load_gpu(gid).id == gid
+
+
+@given(st.text(max_size=30))
+def test_random_model_queries_resolve_or_raise_a_perfmodel_error(text):
+    try:
+        m = load_model(text)
+    except PerfModelError:
+        return
+    assert m.id in {x.id for x in list_models()} or m.source.startswith("Hugging Face config.json")
