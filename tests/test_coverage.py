@@ -301,3 +301,82 @@ def test_size_price_for_every_gpu(capsys):
     out = json.loads(capsys.readouterr().out)
     for d in out["deployments"]:
         assert d["usd_per_hour"] == pytest.approx(1.5 * d["count"])
+
+
+# --------------------------------------------------------------------------- config.json import
+# Hand-written from each repo's config.json (the fields the importer reads), as cited in the
+# catalog YAML's `source`.
+
+QWEN35_397B = {"model_type": "qwen3_5_moe", "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+               "text_config": {
+    "model_type": "qwen3_5_moe_text", "hidden_size": 4096, "num_hidden_layers": 60,
+    "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 248320,
+    "max_position_embeddings": 262144, "num_experts": 512, "num_experts_per_tok": 10,
+    "moe_intermediate_size": 1024, "shared_expert_intermediate_size": 1024,
+    "full_attention_interval": 4, "attn_output_gate": True, "linear_num_key_heads": 16,
+    "linear_num_value_heads": 64, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4, "tie_word_embeddings": False,
+    "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(60)]}}
+GLM5 = {"model_type": "glm_moe_dsa", "hidden_size": 6144, "num_hidden_layers": 78,
+        "num_attention_heads": 64, "num_key_value_heads": 64, "head_dim": 64, "vocab_size": 154880,
+        "intermediate_size": 12288, "max_position_embeddings": 202752, "first_k_dense_replace": 3,
+        "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+        "moe_intermediate_size": 2048, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64,
+        "v_head_dim": 256, "q_lora_rank": 2048, "kv_lora_rank": 512, "index_topk": 2048,
+        "index_n_heads": 32, "index_head_dim": 128, "tie_word_embeddings": False}
+KIMI_K2 = {"model_type": "kimi_k2", "hidden_size": 7168, "num_hidden_layers": 61,
+           "num_attention_heads": 64, "num_key_value_heads": 64, "vocab_size": 163840,
+           "intermediate_size": 18432, "max_position_embeddings": 131072,
+           "first_k_dense_replace": 1, "n_routed_experts": 384, "n_shared_experts": 1,
+           "num_experts_per_tok": 8, "moe_intermediate_size": 2048, "qk_nope_head_dim": 128,
+           "qk_rope_head_dim": 64, "v_head_dim": 128, "q_lora_rank": 1536, "kv_lora_rank": 512,
+           "tie_word_embeddings": False}
+MINIMAX_M2 = {"model_type": "minimax_m2", "hidden_size": 3072, "num_hidden_layers": 62,
+              "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
+              "intermediate_size": 1536, "num_local_experts": 256, "num_experts_per_tok": 8,
+              "vocab_size": 200064, "max_position_embeddings": 196608, "tie_word_embeddings": False}
+GLM45 = {"model_type": "glm4_moe", "hidden_size": 5120, "num_hidden_layers": 92,
+         "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128,
+         "attention_bias": True, "intermediate_size": 12288, "moe_intermediate_size": 1536,
+         "n_routed_experts": 160, "n_shared_experts": 1, "num_experts_per_tok": 8,
+         "first_k_dense_replace": 3, "vocab_size": 151552, "max_position_embeddings": 131072,
+         "tie_word_embeddings": False}
+GEMMA3_27B = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+              "text_config": {
+    "model_type": "gemma3_text", "hidden_size": 5376, "num_hidden_layers": 62,
+    "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+    "intermediate_size": 21504, "sliding_window": 1024, "sliding_window_pattern": 6,
+    "vocab_size": 262208, "max_position_embeddings": 131072, "query_pre_attn_scalar": 168}}
+ARCH = ["num_layers", "d_model", "num_heads", "num_kv_heads", "head_dim", "ffn_dim", "vocab_size",
+        "tied_embeddings", "qkv_bias", "max_context", "sliding_window_layers", "moe", "mla",
+        "linear_attention", "sparse_attention", "attention_output_gate"]
+
+
+@pytest.mark.parametrize("cfg, ident", [(QWEN35_397B, "qwen3.5-397b-a17b"), (GLM5, "glm-5"),
+                                         (KIMI_K2, "kimi-k2"), (MINIMAX_M2, "minimax-m2"),
+                                         (GLM45, "glm-4.5"), (GEMMA3_27B, "gemma-3-27b")], ids=lambda x: x if isinstance(x, str) else "")
+def test_hf_configs_of_new_families_reproduce_the_catalog(tmp_path, cfg, ident):
+    import json
+    from perfmodel.core.catalog import load_hf_config
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    spec = load_hf_config(tmp_path / "m")
+    assert spec.model_dump(include=set(ARCH)) == load_model(ident).model_dump(include=set(ARCH))
+
+
+@given(text=st.text(max_size=40), strict=st.booleans())
+def test_random_gpu_names_give_an_id_or_a_reason(text, strict):
+    from perfmodel.analysis.validation.names import gpu_id
+    gid, reason, notes = gpu_id(text, strict=strict)
+    assert (gid is None) == bool(reason) and isinstance(notes, list)
+    if gid is not None:
+        assert load_gpu(gid).id == gid
+
+
+@given(st.text(max_size=30))
+def test_random_model_queries_resolve_or_raise_a_perfmodel_error(text):
+    try:
+        m = load_model(text)
+    except PerfModelError:
+        return
+    assert m.id in {x.id for x in list_models()} or m.source.startswith("Hugging Face config.json")

@@ -190,13 +190,15 @@ def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
 
 
 def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
-    """Attention core per layer kind (full / sliding window).
+    """Attention core per layer kind (full / sliding window / linear).
 
     Each new token i (0..T-1) attends to S + i + 1 positions (causal), at most W in a
     sliding-window layer, so the query-key pairs per sequence are sum_i min(S+i+1, W):
     with n = clip(W - S, 0, T) tokens below the window, n*S + n(n+1)/2 + (T-n)*W
     (full attention: n = T, T*S + T*(T+1)/2); FLOPs 4*B*pairs*N*H (QK^T and PV).
     KV read: B*(S+T) cached tokens * bytes per token per layer; KV write: B*T tokens.
+    DSA (sparse_attention): each query attends to at most index_topk tokens, like a window,
+    while the indexer op scores all of them. Linear-attention layers have their own op.
     """
     windowed = m.sliding_window_layers
     groups = [(m.num_full_attention_layers, None), (windowed, m.sliding_window)]

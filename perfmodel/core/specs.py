@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from perfmodel.core.gguf import GGUF_BITS_PER_WEIGHT, GGUF_FLOAT_TYPES
+
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"]
 """Compute dtypes a chip may have a dense peak for."""
 
@@ -64,29 +66,13 @@ _BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "fp
 _DEFAULT_GROUP = {"int4": (128, 20.0), "fp4": (32, 8.0)}
 
 
-# GGUF (llama.cpp) tensor types -> bits per weight, block scales included. Single types from
-# the ggml block layouts (ggml-common.h; k-quants in llama.cpp PR #1684): q4_0 = 32 x 4 bit +
-# fp16 scale = 4.5, q4_1 adds an fp16 min = 5.0, q5_0 5.5, q5_1 6.0, q8_0 = 32 x 8 bit + fp16
-# scale = 8.5; k-quant super-blocks of 256: q2_k 2.5625, q3_k 3.4375, q4_k 4.5, q5_k 5.5,
-# q6_k 6.5625. Mixes (_s/_m/_l give some tensors more bits) -> their whole-model average in
-# llama.cpp tools/quantize/README.md (Llama 2 7B column): q2_k 3.35, q3_k_s 3.50, q3_k_m 3.91,
-# q3_k_l 4.27, q4_k_s 4.58, q4_k_m 4.84, q5_k_s 5.52, q5_k_m 5.68, q6_k 6.56.
-GGUF_BITS_PER_WEIGHT = {
-    "q4_0": 4.5, "q4_1": 5.0, "q5_0": 5.5, "q5_1": 6.0, "q8_0": 8.5,
-    "q2_k": 3.35, "q3_k_s": 3.50, "q3_k_m": 3.91, "q3_k_l": 4.27, "q4_k_s": 4.58,
-    "q4_k_m": 4.84, "q5_k_s": 5.52, "q5_k_m": 5.68, "q6_k": 6.56,
-    "q3_k": 3.4375, "q4_k": 4.5, "q5_k": 5.5,
-}
-_GGUF_FLOAT = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
-
-
 def parse_gguf(text: str) -> NumberFormat | None:
     """A GGUF type name ('q4_k_m', 'Q8_0', 'f16') as a NumberFormat carrying its real bits per
     weight (scales included, so no separate group scale), or None if it is not one. Below 6
     bits the family is int4, else int8 (weight-only: matmuls run in 16 bits)."""
     s = str(text).strip().lower().replace("-", "_")
-    if s in _GGUF_FLOAT:
-        return parse_format(_GGUF_FLOAT[s])
+    if s in GGUF_FLOAT_TYPES:
+        return parse_format(GGUF_FLOAT_TYPES[s])
     bpw = GGUF_BITS_PER_WEIGHT.get(s)
     if bpw is None:
         return None

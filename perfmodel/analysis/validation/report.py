@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from perfmodel.analysis.validation.intervals import IntervalTable
-from perfmodel.core.specs import GGUF_BITS_PER_WEIGHT as GGUF_BPW
+from perfmodel.core.gguf import GGUF_BITS_PER_WEIGHT as GGUF_BPW
 from perfmodel.analysis.validation.names import ENGINE_NOTES, FRAMEWORK_ENGINES
 from perfmodel.analysis.validation.results import MetricSummary, RowResult, ValidationReport
 from perfmodel.analysis.validation.serving_report import serving_markdown, serving_summary_lines
@@ -109,11 +109,15 @@ def _mapping_notes() -> list[str]:
     engines = ", ".join(f"`{pat}` -> {eng}" for pat, eng in FRAMEWORK_ENGINES)
     out = ["- GPU names: vendor words, capacity, form factor and memory type are split off "
            "and the base name is looked up in an explicit alias table "
-           "(perfmodel/analysis/validation/names.py); parentheses are commentary. A card not in "
-           "hardware_db, a mix of cards, one die of a package, or an unstated variant is "
-           "unmapped with the reason. Power caps are not modelled (datasheet clocks).",
+           "(perfmodel/analysis/validation/names.py); parentheses are commentary (a form "
+           "factor or capacity there narrows the variants only when the name states none). A "
+           "variant that is not stated takes the likeliest one (SXM in 8-GPU servers), said in "
+           "the row's assumptions; `--strict` leaves it unmapped. A card not in hardware_db, a "
+           "mix of cards or one die of a package is unmapped with the reason. Power caps are "
+           "not modelled (datasheet clocks).",
            "- Model names: lowercased, fine-tune suffixes dropped, looked up exactly in the "
-           "catalog; the table's params_b must agree within 15%.",
+           "catalog or its fine-tune alias table (perfmodel/core/catalog/aliases.py, said in the "
+           "row's assumptions); the table's params_b must agree within 15%.",
            f"- Frameworks -> engine presets (first match): {engines}."]
     out += [f"  - {v}" for v in ENGINE_NOTES.values()]
     out += ["- Precisions: fp8 and fp4 weights are W8A8/W4A4 (NVFP4 = fp4 with 16-element "
