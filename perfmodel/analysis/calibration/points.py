@@ -29,6 +29,8 @@ MODE_ENGINE = {"eager": "torch-eager", "graph": "torch-graph", "compile": "torch
                "hf_generate": "hf-eager"}
 DTYPE_WEIGHTS = {"bf16": "bf16", "fp16": "fp16", "fp8_e4m3": "fp8"}
 HOLD_OUT = 0.3
+PER_LAYER = ("compile (per-layer torch.compile without CUDA graphs, from an older bench: not "
+             "the torch-compile engine)")
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,28 @@ class Point:
         return f"{self.mode}|{self.dtype}|{self.phase}|B={self.B}|T={self.T}|S={self.S:g}"
 
 
+def compile_kind(raw: dict) -> str:
+    """How the run's compile mode ran, from e2e.modes.compile (bench.py):
+    'graphs': the whole step under torch.compile with CUDA graphs (the torch-compile preset,
+    gpt-fast's mode="reduce-overhead"); 'graphless': the whole step compiled without graphs
+    (a CPU run, or --compile-mode default); 'per_layer': an older bench without e2e.modes,
+    which compiled each layer alone and called it from Python: not the torch-compile engine."""
+    modes = raw["e2e"].get("modes")
+    c = modes.get("compile") if isinstance(modes, dict) else None
+    if not isinstance(c, dict) or c.get("scope") != "whole model":
+        return "per_layer"
+    return "graphs" if c.get("cuda_graphs") is True else "graphless"
+
+
 def e2e_points(raw: dict) -> tuple[list[Point], list[str]]:
     """Points of the e2e section that map onto an engine preset; notes on the others."""
     points, notes, skipped = [], [], {}
+    per_layer_compile = compile_kind(raw) == "per_layer"
     for rec in raw["e2e"]["records"]:
         mode, dtype, phase = rec["mode"], rec["dtype"], rec["phase"]
+        if mode == "compile" and per_layer_compile:
+            skipped[PER_LAYER] = skipped.get(PER_LAYER, 0) + 1
+            continue
         if mode not in MODE_ENGINE or dtype not in DTYPE_WEIGHTS or phase not in ("decode", "prefill"):
             skipped[f"{mode} {dtype} {phase}"] = skipped.get(f"{mode} {dtype} {phase}", 0) + 1
             continue
