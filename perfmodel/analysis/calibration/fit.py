@@ -80,10 +80,12 @@ def fit_profile(raw: dict, gpu: HardwareSpec | str | None = None, *,
     params = _eff_params(default, micro, link) + eng_params
     fit_pts = [p for p in points if not p.held_out]
 
+    cache: dict = {}      # same model and card throughout: groups are memoized (points.predict)
+
     def predict_on(sel):
         def f(values: dict[str, float]) -> np.ndarray:
             eff, engines = _apply(values, default, start_eng)
-            return pts.predict(sel, model, hw, eff, engines)
+            return pts.predict(sel, model, hw, eff, engines, cache)
         return f
 
     sol = solve.fit(predict_on(fit_pts), np.array([p.measured_s for p in fit_pts]), params)
