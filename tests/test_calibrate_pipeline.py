@@ -112,7 +112,9 @@ def test_cpu_profile_records_the_run(cpu_run):
     assert prof.gpu.startswith("cpu-") and prof.meta["device"] == "cpu"
     assert prof.meta["torch"] and prof.meta["date"] and prof.meta["points"] > 0
     assert prof.meta["fit_error"]["held_out"]["points"] == doc["report"]["held_out"]["points"]
-    assert "torch-eager" in prof.engines
+    # eager timings are host time: the fitted launch cost is kept under the run's host CPU
+    assert prof.host and prof.host.startswith(json.loads((d / "raw.json").read_text())["env"]["cpu"]["model_name"])
+    assert "launch_s" in prof.hosts[prof.host]["torch-eager"]
 
 
 # ------------------------------------------------------------------ bad environments
