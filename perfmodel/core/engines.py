@@ -10,8 +10,9 @@ Sources for the parameters (mid-range values, not fitted to any validation row):
   RMSNorm ~7 ops x2, rotary ~10, q/k/v/o, repeat_kv, SDPA, SwiGLU 5, residuals: ~45;
   measured 48 per layer with transformers 5.17 (1543 per generated token, H200 run 2026-12-01);
   a plain-torch Llama layer launches 44 kernels per layer (1420 per 32-layer decode step,
-  counted from its CUDA graph, calibrate/BENCH_NOTES.md): ~40; torch.compile fuses the
-  elementwise chains: 485 per step, ~15; vLLM/TRT-LLM fuse QKV, norm+residual and SwiGLU:
+  counted from its CUDA graph, calibrate/BENCH_NOTES.md): ~44; torch.compile fuses the
+  elementwise chains: 452 per step for the whole model (gpt-fast mode, H200 2026-12-01), ~14;
+  vLLM/TRT-LLM fuse QKV, norm+residual and SwiGLU:
   ~8-12).
 - per-kernel CPU launch cost: PyTorch eager dispatch 5-10 us per op in a tight loop (8.9 us
   measured on the H200 host), 15-20 us per op inside a model's forward (26 ms / 1420 kernels
