@@ -8,9 +8,11 @@ request, and the HF cache is grown with torch.cat and expanded by repeat_kv each
 Sources for the parameters (mid-range values, not fitted to any validation row):
 - kernels per Llama layer: counted from the implementations (HF modeling_llama eager:
   RMSNorm ~7 ops x2, rotary ~10, q/k/v/o, repeat_kv, SDPA, SwiGLU 5, residuals: ~45;
+  measured 48 per layer with transformers 5.17 (1543 per generated token, H200 run 2026-12-01);
   a plain-torch Llama layer launches 44 kernels per layer (1420 per 32-layer decode step,
-  counted from its CUDA graph, calibrate/BENCH_NOTES.md): ~40; torch.compile fuses the
-  elementwise chains: 485 per step, ~15; vLLM/TRT-LLM fuse QKV, norm+residual and SwiGLU:
+  counted from its CUDA graph, calibrate/BENCH_NOTES.md): ~44; torch.compile fuses the
+  elementwise chains: 452 per step for the whole model (gpt-fast mode, H200 2026-12-01), ~14;
+  vLLM/TRT-LLM fuse QKV, norm+residual and SwiGLU:
   ~8-12).
 - per-kernel CPU launch cost: PyTorch eager dispatch 5-10 us per op in a tight loop (8.9 us
   measured on the H200 host), 15-20 us per op inside a model's forward (26 ms / 1420 kernels
@@ -86,10 +88,17 @@ LLAMA_CPP_SCHEDULER = SchedulerSpec(
     source="llama.cpp common.h (n_batch 2048)")
 
 ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
+    # hf-eager and torch-eager host costs: the project's own H200 runs (calibrate/data/,
+    # 6 full runs on one VM type, 2026-11-29 and 2026-12-01): HF generate decode B=1 of an
+    # 8B shape 44.8-72.7 ms/token (median ~55), 1543 kernels per token (torch.profiler,
+    # transformers 5.17, sdpa) = 48 per layer; fitted launch_s 16-31 us, generate's per-token
+    # Python 4.8-6.3 ms, generate(1) setup 2-5 ms. gpt-fast blog 2023: eager Llama-7B 25 tok/s
+    # (40 ms/token) on an A100, host-bound. Plain torch eager: 1420 kernels per step (44 per
+    # layer), 16.6-27 ms per step, fitted launch_s 13-15 us. MEASURED_UNCERTAINTY below.
     EngineProfile(
         id="hf-eager", name="Hugging Face transformers generate (eager PyTorch)",
-        kernels_per_layer=45, launch_s=18e-6, graph_launch_s=0.0,
-        cpu_overhead_per_step_s=1.5e-3, per_request_overhead_s=20e-3,
+        kernels_per_layer=48, launch_s=28e-6, graph_launch_s=0.0,
+        cpu_overhead_per_step_s=5.5e-3, per_request_overhead_s=3.5e-3,
         attention="naive", batching="static", kv_memory_fraction=0.95, kv_block_tokens=1,
         kv_prealloc="request", quant_kernel_efficiency=0.5, fused_elementwise=False,
         supports_fp8=False, dequant_overlap=False, speculative_impl="research",
@@ -97,7 +106,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
                "(more than one row: dequantize_4bit, then a 16-bit matmul)", **_COMMON),
     EngineProfile(
         id="torch-eager", name="Plain PyTorch eager (gpt-fast without compile)",
-        kernels_per_layer=40, launch_s=12e-6, graph_launch_s=0.0,
+        kernels_per_layer=44, launch_s=14e-6, graph_launch_s=0.0,
         cpu_overhead_per_step_s=0.3e-3, per_request_overhead_s=5e-3,
         attention="flash", batching="static", kv_memory_fraction=0.92, kv_block_tokens=1,
         quant_kernel_efficiency=0.6, fused_elementwise=False, **_STATIC_CACHE,
@@ -149,6 +158,16 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         source="llama.cpp server README (n_ctx shared by the slots); CUDA graphs PR #6766",
         scheduler=LLAMA_CPP_SCHEDULER, **_COMMON),
 ]}
+
+
+# How far a preset's datasheet-only step time (default efficiencies) may miss the project's
+# own measurements of the engine it names: the median |predicted / measured - 1| over one
+# calibrate/bench.py run's points of that engine (tests/test_presets_measured.py checks every
+# committed run). Host-bound presets are wide: the same H200 VM type gave eager steps of 16.6
+# or 27 ms and HF decode of 45-73 ms/token at one shape (calibrate/BENCH_NOTES.md). Presets
+# without an own measurement (vllm, sglang, trtllm, llama-cpp) are not listed.
+MEASURED_UNCERTAINTY: dict[str, float] = {
+    "hf-eager": 0.30, "torch-eager": 0.35, "torch-graph": 0.20, "torch-compile": 0.15}
 
 
 def load_engine(engine_id: str) -> EngineProfile:
