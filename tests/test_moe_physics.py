@@ -114,7 +114,7 @@ def test_mla_decode_is_absorbed_and_long_prefill_decompressed():
 
 def test_kernels_per_layer_grow_with_moe_and_mla_but_not_for_dense_models():
     # torch-eager issues every kernel from the CPU, so cpu_s counts them:
-    # cpu = kernels * launch_s + overhead. Llama: the engine's 40 per layer plus 7 outside
+    # cpu = kernels * launch_s + overhead. Llama: the engine's k per layer plus 7 outside
     # the layers (embedding, final norm, lm_head, 4 sampling kernels).
     hw, eng = load_gpu("h100-sxm"), ENGINES["torch-eager"]
     eff = default_efficiency(hw)
@@ -124,13 +124,14 @@ def test_kernels_per_layer_grow_with_moe_and_mla_but_not_for_dense_models():
         est = step_time(m, hw, BF16, eng, eff, 1, 1, 128, dep=Deployment(tp=8))
         return (est.cpu_s - eng.cpu_overhead_per_step_s) / eng.launch_s
 
-    assert kernels("llama-3.1-70b") == pytest.approx(40 * 80 + 7)
+    k = eng.kernels_per_layer          # the preset's count for a dense Llama layer
+    assert kernels("llama-3.1-70b") == pytest.approx(k * 80 + 7)
     # DeepSeek-V3 op list, by hand per layer: input norm, 5 MLA projections, 3 latent
     # norm/rope kernels, attention, 2 residuals, post-attention norm, activation (14);
     # 3 dense layers add up/down (2 each); 58 MoE layers add router, shared up/down, 3 expert
     # GEMMs, 2 routing, permute, combine (10 each): 14*61 + 2*3 + 10*58 = 1440 kernels, vs
-    # 13 per layer for its dense twin -> 40 * 1440 / 13 engine kernels.
-    assert kernels("deepseek-v3") == pytest.approx(40 * 1440 / 13 + 7)
+    # 13 per layer for its dense twin -> k * 1440 / 13 engine kernels.
+    assert kernels("deepseek-v3") == pytest.approx(k * 1440 / 13 + 7)
 
 
 # ----------------------------------------------------------------- topology and pipelines
