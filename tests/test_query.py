@@ -1,0 +1,99 @@
+"""The one Query and api.evaluate (issue 16): validated once, one typed result, and the
+vectorized call agrees with the scalar one entry by entry."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from perfmodel import api
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.query import Query, make_query
+
+BASE = dict(model="llama-3.1-8b", gpu="h100-sxm")
+
+
+@pytest.mark.parametrize("bad", [dict(batch=0), dict(batch=2.5), dict(batch=True),
+                                 dict(prompt_tokens="512"), dict(context_tokens=-1),
+                                 dict(rate_rps=float("inf")), dict(ttft_slo_s=0.0),
+                                 dict(attention="xformers"), dict(prompt=512)])
+def test_a_bad_field_is_one_clean_error_naming_it(bad):
+    with pytest.raises(PerfModelError) as exc:
+        make_query(**BASE, **bad)
+    assert next(iter(bad)) in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_the_query_is_frozen_and_copies_revalidate():
+    q = make_query(**BASE, batch=4)
+    with pytest.raises(Exception):
+        q.batch = 8  # type: ignore[misc]
+    assert q.with_(batch=8).batch == 8 and q.batch == 4
+    with pytest.raises(PerfModelError):
+        q.with_(batch=-1)
+    assert q.context == q.prompt_tokens          # the reported step's KV length defaults to the prompt
+
+
+def test_every_field_documents_itself():
+    assert all(f.description for f in Query.model_fields.values())
+
+
+def test_vectorized_evaluation_equals_scalar_evaluations_entry_by_entry():
+    q = make_query(**BASE, weights="fp8", prompt_tokens=1024, output_tokens=64)
+    batches = np.array([1, 4, 64, 4096])
+    vec = api.evaluate(q, batch=batches)
+    assert vec.vectorized and vec.memory is None and vec.decode_ops == []
+    for i, b in enumerate(batches):
+        one = api.evaluate(q.with_(batch=int(b)))
+        for k in ("ttft_s", "tpot_s", "e2e_s", "output_tok_s_total", "mbu", "roofline_floor_s"):
+            assert math.isclose(vec.__dict__[k][i], getattr(one, k), rel_tol=1e-12), k
+        assert bool(vec.fits[i]) == one.fits
+        assert vec.bound[i] == one.bound
+
+
+def test_a_scalar_evaluation_carries_both_breakdowns_and_the_memory():
+    ev = api.evaluate(make_query(**BASE, batch=8))
+    assert ev.prefill_ops and ev.decode_ops
+    # identity: the op shares of each step sum to the whole step's GPU time
+    assert math.isclose(sum(o.share for o in ev.prefill_ops), 1.0, rel_tol=1e-9)
+    assert math.isclose(sum(o.share for o in ev.decode_ops), 1.0, rel_tol=1e-9)
+    assert ev.fits == (ev.memory.total_bytes <= ev.memory.capacity_bytes)
+    # prefill of 512 tokens x 8 sequences moves far more FLOPs than one decode step
+    assert sum(o.flops for o in ev.prefill_ops) > 100 * sum(o.flops for o in ev.decode_ops)
+
+
+def test_vectorized_entries_past_the_context_do_not_fit_instead_of_raising():
+    q = make_query(**BASE, output_tokens=128)
+    ev = api.evaluate(q, prompt_tokens=np.array([512, 10**6]))
+    assert bool(ev.fits[0]) and not bool(ev.fits[1])
+    with pytest.raises(PerfModelError, match="context"):
+        api.evaluate(q.with_(prompt_tokens=10**6))
+
+
+@pytest.mark.parametrize("arrays", [dict(batch=np.array([])), dict(batch=np.array([1.5])),
+                                    dict(batch=np.array([0, 1])), dict(tp=np.array([1, 2])),
+                                    dict(prompt_tokens=np.array([np.nan]))])
+def test_bad_arrays_are_clean_errors(arrays):
+    with pytest.raises(PerfModelError):
+        api.evaluate(make_query(**BASE), **arrays)
+
+
+@given(st.sampled_from(["llama-3.1-8b", "qwen2.5-14b", "mixtral-8x7b", "nope"]),
+       st.sampled_from(["h100-sxm", "a10g", "h200-sxm", "x"]),
+       st.sampled_from(["bf16", "fp8", "int4", "fp4", "int3", ""]),
+       st.one_of(st.integers(-2, 10**5), st.floats(allow_nan=True), st.none(), st.text(max_size=3)),
+       st.one_of(st.integers(-1, 200_000), st.just(2.0)),
+       st.lists(st.integers(-1, 10**6), max_size=4),
+       st.sampled_from([1, 2, 3, 8]))
+def test_evaluate_returns_a_finite_result_or_a_clean_error(model, gpu, w, batch, prompt, arr, tp):
+    try:
+        q = make_query(model=model, gpu=gpu, weights=w, batch=batch, prompt_tokens=prompt, tp=tp)
+        ev = api.evaluate(q, **({"output_tokens": np.array(arr)} if arr else {}))
+    except PerfModelError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    for k in api.METRIC_FIELDS:
+        v = np.asarray(getattr(ev, k), dtype=float)
+        assert np.all(np.isfinite(v)) and np.all(v >= 0), k
