@@ -97,3 +97,30 @@ def test_evaluate_returns_a_finite_result_or_a_clean_error(model, gpu, w, batch,
     for k in api.METRIC_FIELDS:
         v = np.asarray(getattr(ev, k), dtype=float)
         assert np.all(np.isfinite(v)) and np.all(v >= 0), k
+
+
+# ------------------------------------------------------------------ sensitivity (analysis)
+
+def test_sensitivity_moves_tpot_the_way_the_physics_says():
+    from perfmodel.analysis.sensitivity import sensitivity
+
+    s = sensitivity(make_query(**BASE, batch=1), "tpot_s")
+    by = {v.name: v for v in s.variations}
+    # decode at batch 1 streams the weights: more bandwidth is faster, narrower weights too
+    assert by["Memory bandwidth"].high < s.base < by["Memory bandwidth"].low
+    assert by["Weight precision"].low < s.base < by["Weight precision"].high
+    assert by["Batch"].low is None and by["Batch"].high >= s.base
+
+
+@given(st.sampled_from(list(api.METRIC_FIELDS) + ["nope", ""]), st.integers(-1, 5000),
+       st.sampled_from(["bf16", "fp8", "int4-g64", "fp32", "int3"]))
+def test_sensitivity_is_a_typed_result_or_a_clean_error(metric, batch, w):
+    from perfmodel.analysis.sensitivity import Sensitivity, sensitivity
+
+    try:
+        s = sensitivity(make_query(**BASE, batch=batch, weights=w), metric)
+    except PerfModelError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    assert isinstance(s, Sensitivity) and math.isfinite(s.base)
+    assert all(v.low is None or math.isfinite(v.low) for v in s.variations)
