@@ -34,7 +34,8 @@ FloatArray = float | np.ndarray
 """A scalar for a scalar query; an array broadcast over the array overrides otherwise."""
 
 METRIC_FIELDS = ("prefill_s", "ttft_s", "decode_step_s", "tpot_s", "e2e_s",
-                 "decode_tok_s_per_user", "output_tok_s_total", "prefill_tok_s", "mbu", "mfu",
+                 "decode_tok_s_per_user", "output_tok_s_total", "decode_tok_s_total",
+                 "prefill_tok_s", "mbu", "mfu",
                  "roofline_floor_s")
 
 
@@ -94,7 +95,8 @@ class Evaluation(BaseModel):
     tpot_s: FloatArray = Field(description="(E2E - TTFT) / (output - 1) (s).")
     e2e_s: FloatArray = Field(description="Arrival to last token (s).")
     decode_tok_s_per_user: FloatArray = Field(description="1 / TPOT (tok/s).")
-    output_tok_s_total: FloatArray = Field(description="batch / TPOT (tok/s).")
+    output_tok_s_total: FloatArray = Field(description="batch x output / E2E (tok/s).")
+    decode_tok_s_total: FloatArray = Field(description="batch / TPOT (tok/s).")
     prefill_tok_s: FloatArray = Field(description="Prompt tokens per second during prefill.")
     mbu: FloatArray = Field(description="Bytes per step / (step time x peak bandwidth).")
     mfu: FloatArray = Field(description="FLOPs per step / (step time x peak FLOP/s).")
@@ -224,7 +226,10 @@ class RequestEstimate(BaseModel):
     tpot_s: float = Field(description="(E2E - TTFT) / (output - 1).")
     e2e_s: float = Field(description="Arrival to last token.")
     decode_tok_s_per_user: float = Field(description="1 / TPOT.")
-    output_tok_s_total: float = Field(description="batch / TPOT.")
+    output_tok_s_total: float = Field(description="batch x output / E2E: all users' output "
+                                      "tokens per second of wall time (core/metrics.py).")
+    decode_tok_s_total: float = Field(description="batch / TPOT: all users' tokens per second "
+                                      "while decoding.")
     prefill_tok_s: float = Field(description="Prompt tokens per second during prefill.")
     mbu: float = Field(description="Bytes moved per step / (step time x peak bandwidth).")
     mfu: float = Field(description="FLOPs per step / (step time x peak FLOP/s of the compute dtype).")

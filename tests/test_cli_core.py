@@ -35,7 +35,8 @@ def test_predict_json_has_the_documented_keys(capsys):
                             "--weights", "fp8", "--kv", "fp8", "--batch", "8", "--prompt", "512",
                             "--output", "128", "--engine", "vllm", "--json"])
     assert PREDICT_KEYS <= set(out)
-    assert out["output_tok_s_total"] == pytest.approx(8 * out["decode_tok_s_per_user"])
+    assert out["decode_tok_s_total"] == pytest.approx(8 * out["decode_tok_s_per_user"])
+    assert out["output_tok_s_total"] == pytest.approx(8 * out["output_tokens"] / out["e2e_s"])
 
 
 def test_predict_new_tokens_is_a_verification_step(capsys):
