@@ -29,8 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.resolve import resolve
 from perfmodel.serving.batching import Curve, Limits, concurrency_grid, curve, limits
-from perfmodel.core.errors import PerfModelError
+from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.predict import Scenario
+from perfmodel.core.query import make_query
 from perfmodel.serving.knee import KNEE_MIN_GAIN, KNEE_RULE, Knee, KneePoint  # noqa: F401 (re-exported)
 from perfmodel.serving.knee import find_knee as knee_of
 from perfmodel.serving.queueing import goodput_rps, open_loop
@@ -141,16 +142,21 @@ def doubling_grid(limit: int) -> np.ndarray:
 
 
 def _setup(model, gpu, weights, kv, activations, engine, tp, pp, ep, prompt, output,
-           profile, hardware_dir, longest_prompt=None, longest_output=None, **lim_kw):
-    check_positive_int(prompt=prompt, output=output, tp=tp, pp=pp, ep=ep,
-                       longest_prompt=longest_prompt, longest_output=longest_output,
-                       max_batch=lim_kw.get("max_batch"),
-                       optional=("longest_prompt", "longest_output", "max_batch"))
+           profile, hardware_dir, longest_prompt=None, longest_output=None, ttft_slo_s=None,
+           tpot_slo_s=None, **lim_kw):
+    """Validate the inputs once (as a Query), resolve the ids, and find the limits."""
+    q = make_query(model=model, gpu=gpu, weights=weights, kv=kv, activations=activations,
+                   engine=engine, tp=tp, pp=pp, ep=ep, prompt_tokens=prompt, output_tokens=output,
+                   longest_prompt_tokens=longest_prompt, longest_output_tokens=longest_output,
+                   ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, profile=profile,
+                   hardware_dir=hardware_dir)
+    check_positive_int(max_batch=lim_kw.get("max_batch"), optional=("max_batch",))
     if lim_kw.get("chunked_prefill") not in (None, True, False):
         raise PerfModelError("chunked_prefill must be True, False or None")
-    sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv,
-                                        activations=activations, engine=engine, tp=tp, pp=pp,
-                                        ep=ep, profile=profile, hardware_dir=hardware_dir)
+    sc, warnings, assumptions = resolve(q.model, q.gpu, weights=q.weights, kv=q.kv,
+                                        activations=q.activations, engine=q.engine, tp=q.tp,
+                                        pp=q.pp, ep=q.ep, profile=q.profile,
+                                        hardware_dir=q.hardware_dir)
     check_shape(sc, prompt, output, longest_prompt, longest_output)
     lim = limits(sc, prompt, output, longest_prompt=longest_prompt,
                  longest_output=longest_output, **lim_kw)
@@ -180,11 +186,10 @@ def serve_curve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
                 longest_output: int | None = None, profile=None,
                 hardware_dir: str | None = None) -> ServeCurve:
     """The latency-throughput curve of one replica (see the module docstring)."""
-    check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
     sc, lim, warnings, assumptions = _setup(
         model, gpu, weights, kv, activations, engine, tp, pp, ep, prompt, output, profile,
-        hardware_dir, longest_prompt, longest_output, max_batch=max_batch,
-        chunked_prefill=chunked_prefill)
+        hardware_dir, longest_prompt, longest_output, ttft_slo_s, tpot_slo_s,
+        max_batch=max_batch, chunked_prefill=chunked_prefill)
     if concurrencies is not None:
         if not len(concurrencies):
             raise PerfModelError("concurrencies must be a non-empty list of positive integers")
@@ -228,9 +233,8 @@ def serve_curve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
 
 
 def _check_finite(cv: Curve) -> None:
-    for name in ("ttft_s", "tpot_s", "e2e_s", "output_tok_s_total", "rate_rps"):
-        if not np.all(np.isfinite(getattr(cv, name))):   # a defect, not bad input
-            raise ArithmeticError(f"non-finite {name} in the serving curve")
+    require_finite("serving curve", **{k: getattr(cv, k) for k in
+                                       ("ttft_s", "tpot_s", "e2e_s", "output_tok_s_total", "rate_rps")})
 
 
 def find_knee(curve_: ServeCurve, gain: float = KNEE_MIN_GAIN) -> Knee:
