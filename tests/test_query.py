@@ -124,3 +124,22 @@ def test_sensitivity_is_a_typed_result_or_a_clean_error(metric, batch, w):
         return
     assert isinstance(s, Sensitivity) and math.isfinite(s.base)
     assert all(v.low is None or math.isfinite(v.low) for v in s.variations)
+
+
+# ------------------------------------------------------------------ CLI flags from the Query
+
+def test_cli_flags_come_from_the_query_and_old_spellings_still_work(capsys):
+    import json
+
+    from perfmodel.cli import build_parser, main
+
+    help_text = build_parser()._subparsers._group_actions[0].choices["predict"].format_help()
+    assert Query.model_fields["prompt_tokens"].description.split()[0] in help_text
+    base = ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--batch", "4", "--json"]
+    outs = []
+    for argv in (["--prompt-tokens", "300", "--output-tokens", "20", "--context-tokens", "900"],
+                 ["--prompt", "300", "--output", "20", "--context", "900"]):
+        assert main(base + argv) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0] == outs[1]
+    assert outs[0]["prompt_tokens"] == 300 and outs[0]["context_tokens"] == 900
