@@ -143,3 +143,18 @@ def test_cli_flags_come_from_the_query_and_old_spellings_still_work(capsys):
         outs.append(json.loads(capsys.readouterr().out))
     assert outs[0] == outs[1]
     assert outs[0]["prompt_tokens"] == 300 and outs[0]["context_tokens"] == 900
+
+
+def test_efficiency_fractions_are_named_as_fractions_and_old_keys_still_load(tmp_path):
+    from perfmodel.core.profile import load_profile
+
+    new = dict(mem_bw_fraction=0.8, gemm_max=0.7, gemm_half_m=16, attn_compute=0.5,
+               attn_mem=0.8, kernel_s=1e-6, link_fraction=0.7)
+    f = tmp_path / "old.yaml"
+    f.write_text("gpu: h100-sxm\nefficiency: {mem_bw: 0.8, gemm_max: 0.7, gemm_half_m: 16, "
+                 "attn_compute: 0.5, attn_mem: 0.8, kernel_s: 1.0e-6, link: 0.7}\n")
+    old = load_profile(f).efficiency
+    assert old.mem_bw_fraction == 0.8 and old.link_fraction == 0.7
+    assert old.model_dump(exclude={"source"}) == {**new, "gemm_half_m": 16.0}
+    # a copy under an old name changes the renamed field, never silently nothing
+    assert old.model_copy(update={"mem_bw": 0.5}).mem_bw_fraction == 0.5

@@ -78,7 +78,7 @@ def allreduce_s(nbytes, p: int, link: LinkSpec, eff: Efficiency):
     schedules take 2 hops, which the 2 x H200 measurement fits: calibrate/NCCL_NOTES.md)."""
     if p <= 1:
         return 0.0 * nbytes
-    bw = link.bandwidth_bytes_per_s * eff.link
+    bw = link.bandwidth_bytes_per_s * eff.link_fraction
     return 2 * (p - 1) / p * nbytes / bw + allreduce_hops(p) * link.latency_s
 
 
@@ -91,7 +91,7 @@ def alltoall_s(nbytes, p: int, link: LinkSpec, eff: Efficiency):
     """All-to-all where each GPU holds nbytes and keeps 1/p of them."""
     if p <= 1:
         return 0.0 * nbytes
-    bw = link.bandwidth_bytes_per_s * eff.link
+    bw = link.bandwidth_bytes_per_s * eff.link_fraction
     return (p - 1) / p * nbytes / bw + (p - 1) * link.latency_s
 
 
@@ -120,4 +120,4 @@ def p2p_s(hw: HardwareSpec, eff: Efficiency, dep: Deployment, M, m: ModelSpec):
     if link is None:
         raise PerfModelError(f"{hw.id} has no link in hardware_db: cannot model pipeline stages")
     nbytes = np.asarray(M, dtype=float) * m.d_model * ACT_BYTES
-    return (dep.pp - 1) * (nbytes / (link.bandwidth_bytes_per_s * eff.link) + link.latency_s)
+    return (dep.pp - 1) * (nbytes / (link.bandwidth_bytes_per_s * eff.link_fraction) + link.latency_s)

@@ -97,7 +97,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     peak = hw.peak_flops_per_s[dtype]
     half_peak = hw.peak_flops_per_s.get("bf16") or hw.peak_flops_per_s.get("fp16") or peak
     vector_peak = hw.peak_flops_per_s.get("fp32", half_peak / 8.0) * VECTOR_EFFICIENCY
-    bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw
+    bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw_fraction
     weight_only = p.weights.bits < 16 and p.activations.bits >= 16
     kscale = _kernel_scale(op_list, m, engine)
 

@@ -104,7 +104,7 @@ def resolve(f: Scenario, *, strict: bool = True) -> tuple[predict.Scenario, list
                                      "kv_prealloc": "request"})
     elif not f.paged_kv and eng.attention == "paged":
         eng = eng.model_copy(update={"attention": "flash", "kv_block_tokens": 1})
-    eff = sc.eff.model_copy(update={"mem_bw": f.mem_bw_utilization})
+    eff = sc.eff.model_copy(update={"mem_bw_fraction": f.mem_bw_utilization})
     return dataclasses.replace(sc, engine=eng, eff=eff), warnings + w2
 
 

@@ -268,9 +268,9 @@ def fill(sc: Scenario) -> tuple[Scenario, list[str]]:
     put("output_tokens", DEFAULT_OUTPUT, "default")
     prof = load_profile(sc.profile) if sc.profile else None
     if prof is not None and prof.efficiency is not None and prof.gpu == hw.id:
-        put("mem_bw_utilization", prof.efficiency.mem_bw, f"calibrated profile {sc.profile}")
+        put("mem_bw_utilization", prof.efficiency.mem_bw_fraction, f"calibrated profile {sc.profile}")
     else:
-        put("mem_bw_utilization", default_efficiency(hw).mem_bw,
+        put("mem_bw_utilization", default_efficiency(hw).mem_bw_fraction,
             f"default efficiency for {hw.vendor} {hw.memory_type}")
     if hw.price is not None:
         put("usd_per_gpu_hour", hw.price.usd_per_hour, f"hardware_db, {hw.price.source}")

@@ -98,7 +98,7 @@ def profile_section(scn) -> None:
                + f"; engines: {', '.join(prof.engines) or 'none'}.")
     if prof.efficiency is not None:
         e = prof.efficiency
-        st.caption(f"Efficiencies: memory bw {num(e.mem_bw)}, GEMM max {num(e.gemm_max)}, GEMM half-M "
+        st.caption(f"Efficiencies: memory bw {num(e.mem_bw_fraction)}, GEMM max {num(e.gemm_max)}, GEMM half-M "
                    f"{num(e.gemm_half_m)} rows, attention KV read {num(e.attn_mem)}, kernel "
                    f"{num(e.kernel_s / US)} us.")
 
