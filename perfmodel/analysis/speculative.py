@@ -51,7 +51,9 @@ __all__ = ["METHODS", "Drafter", "build_drafter", "tokens_per_step", "acceptance
 
 DEFAULT_GAMMA = {"mtp": 1}       # DeepSeek-V3 trains one MTP module (one extra token)
 FALLBACK_GAMMA = 4               # the others: a common vLLM/TRT-LLM setting
-MAX_GAMMA = 64
+MAX_GAMMA = 64                   # assumption: no practical drafter proposes more per step
+MAX_TREE_TOKENS = 16 * MAX_GAMMA  # assumption: a token tree verifies at most 16 branches of
+                                 # MAX_GAMMA (EAGLE-2 and Medusa trees verify ~25-60 tokens)
 GAMMA_SEARCH = range(1, 9)       # optimal gamma is searched over 1..8
 BATCH_SEARCH_MAX = 4096          # break-even batch is searched over 1..4096
 
@@ -257,9 +259,9 @@ def estimate_specs(target: Scenario, method: str, *, batch: int, context: int,
     if gamma > MAX_GAMMA:
         raise PerfModelError(f"gamma {gamma} is beyond {MAX_GAMMA} draft tokens per step")
     verify_tokens = gamma + 1 if tree_tokens is None else _positive_int("tree_tokens", tree_tokens)
-    if verify_tokens < gamma + 1 or verify_tokens > 16 * MAX_GAMMA:
+    if verify_tokens < gamma + 1 or verify_tokens > MAX_TREE_TOKENS:
         raise PerfModelError(f"tree_tokens {verify_tokens} must lie in [gamma+1 = {gamma + 1}, "
-                             f"{16 * MAX_GAMMA}]")
+                             f"{MAX_TREE_TOKENS}]")
     alpha, tau = _finite("acceptance", acceptance), _finite("mean_accepted_tokens", mean_accepted_tokens)
     goal = _finite("target_speedup", target_speedup)
     if alpha is not None and tau is not None:

@@ -26,6 +26,8 @@ OpKind = Literal["gemm", "attention", "elementwise", "embedding", "sampling", "c
 ACT_BYTES = 2.0          # activations between kernels are 16-bit (bf16/fp16)
 LOGIT_BYTES = 4.0        # logits are upcast to fp32 for sampling
 HIGH_PRECISION_BYTES = 2.0  # embeddings, norms, routers and lm_head stay 16-bit when weights are quantized
+GLU_FLOPS_PER_OUTPUT = 4.0  # assumption: SiLU(gate) * up per output element = exp, add, divide, multiply
+SAMPLING_FLOPS_PER_LOGIT = 5.0  # assumption: softmax (max, subtract, exp, sum, divide) per logit
 
 
 @dataclass(frozen=True)
@@ -228,8 +230,9 @@ def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
         act_width = e.expert_ffn_dim * e.experts_per_token * 2
     if act_width:
         result.append(Op("mlp_activation", "elementwise",
-                         OpCost(flops=4.0 * M * act_width / 2 * m.num_layers,
-                                act_bytes=1.5 * M * act_width * ACT_BYTES * m.num_layers,
+                         OpCost(flops=GLU_FLOPS_PER_OUTPUT * M * (act_width / 2) * m.num_layers,
+                                # reads gate and up (act_width), writes their product (act_width / 2)
+                                act_bytes=M * (act_width + act_width / 2) * ACT_BYTES * m.num_layers,
                                 kernels=float(m.num_layers)), rows=M))
     return result
 
@@ -247,7 +250,8 @@ def _lm_head(m: ModelSpec, p: Precision, B, rows) -> list[Op]:
                   act_bytes=rows * (D * ACT_BYTES + V * LOGIT_BYTES), kernels=1.0),
            rows=rows, per_layer=False),
         Op("sampling", "sampling",
-           OpCost(flops=5.0 * rows * V, act_bytes=2 * rows * V * LOGIT_BYTES, kernels=4.0),
+           OpCost(flops=SAMPLING_FLOPS_PER_LOGIT * rows * V, act_bytes=2 * rows * V * LOGIT_BYTES,
+                  kernels=4.0),
            rows=rows, per_layer=False),
     ]
 

@@ -22,6 +22,9 @@ from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, Hardwar
 
 DEQUANT_TILE_ROWS = 64.0       # weight-only kernels dequantize once per tile of M rows (Marlin)
 VECTOR_EFFICIENCY = 0.5        # non-tensor-core arithmetic reaches about half its peak
+HALF_TO_FP32_VECTOR = 8.0       # assumption for a card whose datasheet lists no fp32 peak: its
+                                # fp32 vector rate is 1/8 of its 16-bit peak (consumer cards 1-2x,
+                                # datacenter tensor-core cards ~15x: a conservative middle)
 FUSED_ELEMENTWISE_BYTES = 0.5  # fused norms/activations move about half the bytes
 
 
@@ -96,7 +99,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                         all_logits=all_logits), m, dep)
     peak = hw.peak_flops_per_s[dtype]
     half_peak = hw.peak_flops_per_s.get("bf16") or hw.peak_flops_per_s.get("fp16") or peak
-    vector_peak = hw.peak_flops_per_s.get("fp32", half_peak / 8.0) * VECTOR_EFFICIENCY
+    vector_peak = hw.peak_flops_per_s.get("fp32", half_peak / HALF_TO_FP32_VECTOR) * VECTOR_EFFICIENCY
     bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw_fraction
     weight_only = p.weights.bits < 16 and p.activations.bits >= 16
     kscale = _kernel_scale(op_list, m, engine)

@@ -230,17 +230,6 @@ def call(fn, *args, where=None, **kw):
         return None
 
 
-def optional(module: str, what: str):
-    """Import a perfmodel module that may not exist yet; a short note on the page if not."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        st.info(f"Not available yet: {what} is still being built.")
-        return None
-
-
 INTERNAL_ERROR = "internal error (please report it)"
 
 

@@ -106,8 +106,6 @@ def profile_section(scn) -> None:
 def render() -> None:
     scn = inputs.sidebar("calibration")
     st.title("Calibration")
-    if inputs.optional("perfmodel.analysis.calibration", "calibration (perfmodel/calibration)") is None:
-        return
     st.caption("Run `perfmodel calibrate run` (or `python calibrate/bench.py`) on your GPU, then fit "
                "its raw JSON here; or load a profile YAML. The profile replaces the datasheet "
                "efficiencies and engine overheads on every page (sidebar: Calibration profile).")

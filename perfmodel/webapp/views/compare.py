@@ -35,8 +35,6 @@ def form(scn) -> None:
 def render() -> None:
     scn = inputs.sidebar("compare")
     st.title("Compare GPUs / sizing")
-    if inputs.optional("perfmodel.analysis.sizing", "the sizing search (perfmodel/analysis/sizing.py)") is None:
-        return
     st.caption(f"The cheapest deployments of {scn.model} serving the rate with {scn.prompt}-token "
                f"prompts and {scn.output}-token outputs (sidebar), each GPU at its best shape, "
                "ranked by $ per hour.")
