@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.memory import MemoryEstimate, estimate_memory
+from perfmodel.core.ops import FloatArray
 from perfmodel.core.predict import Scenario, request_times
 from perfmodel.core.query import ARRAY_FIELDS, Query, make_query
 from perfmodel.core.resolve import resolve as _resolve_ids
@@ -29,9 +30,6 @@ from perfmodel.serving.batching import capacity_bytes, used_bytes
 
 __all__ = ["Query", "make_query", "resolve", "evaluate", "Evaluation", "predict_request",
            "memory", "RequestEstimate", "OpBreakdown", "op_breakdown"]
-
-FloatArray = float | np.ndarray
-"""A scalar for a scalar query; an array broadcast over the array overrides otherwise."""
 
 METRIC_FIELDS = ("prefill_s", "ttft_s", "decode_step_s", "tpot_s", "e2e_s",
                  "decode_tok_s_per_user", "output_tok_s_total", "decode_tok_s_total",

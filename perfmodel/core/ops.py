@@ -22,6 +22,9 @@ import numpy as np
 from perfmodel.core.params import attention_matrices, ffn_matrices
 from perfmodel.core.specs import ModelSpec, Precision
 
+FloatArray = float | np.ndarray
+"""A float, or a numpy array of floats broadcast over B, T and S given as arrays."""
+
 OpKind = Literal["gemm", "attention", "elementwise", "embedding", "sampling", "comm"]
 ACT_BYTES = 2.0          # activations between kernels are 16-bit (bf16/fp16)
 LOGIT_BYTES = 4.0        # logits are upcast to fp32 for sampling
@@ -34,12 +37,12 @@ SAMPLING_FLOPS_PER_LOGIT = 5.0  # assumption: softmax (max, subtract, exp, sum, 
 class OpCost:
     """Work of one op: FLOPs and bytes moved through device memory. Adds and scales."""
 
-    flops: object = 0.0
-    weight_bytes: object = 0.0
-    act_bytes: object = 0.0
-    kv_read_bytes: object = 0.0
-    kv_write_bytes: object = 0.0
-    kernels: object = 0.0
+    flops: FloatArray = 0.0
+    weight_bytes: FloatArray = 0.0
+    act_bytes: FloatArray = 0.0
+    kv_read_bytes: FloatArray = 0.0
+    kv_write_bytes: FloatArray = 0.0
+    kernels: FloatArray = 0.0
 
     def __add__(self, other: "OpCost") -> "OpCost":
         return OpCost(*(getattr(self, f) + getattr(other, f) for f in _FIELDS))
@@ -64,9 +67,9 @@ class Op:
     name: str
     kind: OpKind
     cost: OpCost
-    rows: object = 1.0            # M: token rows of the matmul (sets GEMM efficiency)
+    rows: FloatArray = 1.0            # M: token rows of the matmul (sets GEMM efficiency)
     quantized: bool = False       # weights stored below 16 bits (weight-only kernels)
-    weight_elements: object = 0.0  # elements read (for dequantization cost)
+    weight_elements: FloatArray = 0.0  # elements read (for dequantization cost)
     per_layer: bool = True        # occurs in every layer (TP/PP shard it)
     window: int | None = field(default=None)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.core.ops import FloatArray
 from perfmodel.core.parallel import p2p_s, validate_deployment
 from perfmodel.core.roofline import StepEstimate, step_time
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
@@ -41,10 +42,6 @@ class Scenario:
     eff: Efficiency
     dep: Deployment
     attention: str | None = None
-
-
-FloatArray = float | np.ndarray
-"""A float, or a numpy array of floats broadcast over the inputs given as arrays."""
 
 
 @dataclass(frozen=True)

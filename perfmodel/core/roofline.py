@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perfmodel.core.errors import PerfModelError
-from perfmodel.core.ops import Op, OpCost, ops, total
+from perfmodel.core.ops import FloatArray, Op, OpCost, ops, total
 from perfmodel.core.parallel import comm_times, shard
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
                              Precision)
@@ -34,24 +34,24 @@ class OpTime:
 
     name: str
     kind: str
-    time_s: object
-    compute_s: object
-    memory_s: object
-    flops: object
-    bytes: object
+    time_s: FloatArray
+    compute_s: FloatArray
+    memory_s: FloatArray
+    flops: FloatArray
+    bytes: FloatArray
 
 
 @dataclass(frozen=True)
 class StepEstimate:
     """One forward step: time, work, bound, per-op breakdown."""
 
-    time_s: object
-    gpu_s: object
-    cpu_s: object
-    flops: object
-    bytes: object
+    time_s: FloatArray
+    gpu_s: FloatArray
+    cpu_s: FloatArray
+    flops: FloatArray
+    bytes: FloatArray
     compute_dtype: str
-    bound: object
+    bound: str | np.ndarray
     ops: list[OpTime] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -178,7 +178,7 @@ def _bound(compute, memory, comm, cpu, gpu):
 
 
 def roofline_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S,
-                     dep: Deployment | None = None) -> object:
+                     dep: Deployment | None = None) -> FloatArray:
     """The unbeatable floor: max(bytes / peak bandwidth, all FLOPs / peak compute), with the
     fastest dtype the chip has and elementwise intermediates assumed fused away.
 
