@@ -158,3 +158,11 @@ def test_efficiency_fractions_are_named_as_fractions_and_old_keys_still_load(tmp
     assert old.model_dump(exclude={"source"}) == {**new, "gemm_half_m": 16.0}
     # a copy under an old name changes the renamed field, never silently nothing
     assert old.model_copy(update={"mem_bw": 0.5}).mem_bw_fraction == 0.5
+
+
+def test_old_sizing_links_in_milliseconds_load_as_seconds():
+    from perfmodel.webapp.state import from_query
+
+    scn, notes = from_query({"size_ttft_ms": "750", "size_tpot_ms": "40"})
+    assert not notes
+    assert scn.size_ttft_slo_s == pytest.approx(0.75) and scn.size_tpot_slo_s == pytest.approx(0.04)
