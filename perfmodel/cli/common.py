@@ -18,24 +18,22 @@ from pydantic_core import PydanticUndefined
 from perfmodel.core.query import Query, make_query
 
 
-def positive_int(text: str) -> int:
+def _int_at_least(text: str, low: int, what: str) -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+    if v < low:
+        raise argparse.ArgumentTypeError(f"{text!r} must be {what}")
     return v
+
+
+def positive_int(text: str) -> int:
+    return _int_at_least(text, 1, "a positive integer")
 
 
 def nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return v
+    return _int_at_least(text, 0, ">= 0")
 
 
 def positive_float(text: str) -> float:
