@@ -24,8 +24,10 @@ METRICS: dict[str, tuple[str, str, str]] = {   # name -> (label, display unit, d
     "goodput_rps": ("Goodput", "req/s", "The largest Poisson request rate at which requests "
                     "still meet the TTFT and TPOT targets (SLOs); requests that miss either do not "
                     "count."),
-    "fits": ("Fits", "", "Per-GPU memory (weights + KV cache at prompt + output tokens + "
-             "activation peak + reserve) is within the engine's usable share of the device."),
+    "fits": ("Fits", "", "The configuration can run: per-GPU memory (weights + KV cache at "
+             "prompt + output tokens + activation peak + reserve) is within the engine's usable "
+             "share of the device; at a serving concurrency, also within the engine's running-"
+             "sequence cap and token budget (perfmodel/serving/batching.py)."),
     "knee": ("Knee", "concurrency", "The first concurrency after which doubling it raises "
              "aggregate output tok/s by less than 10% (per doubling) while E2E latency grows "
              "(perfmodel/serving/knee.py)."),
