@@ -27,6 +27,7 @@ from perfmodel.core.resolve import resolve as _resolve_ids
 from perfmodel.core.roofline import roofline_floor_s
 from perfmodel.core.units import GB
 from perfmodel.serving.batching import capacity_bytes, used_bytes
+from perfmodel.serving.curve import ServeCurve, serve_curve
 
 __all__ = ["Query", "make_query", "resolve", "evaluate", "Evaluation", "predict_request",
            "memory", "RequestEstimate", "OpBreakdown", "op_breakdown"]
@@ -102,6 +103,9 @@ class Evaluation(BaseModel):
     bound: str | np.ndarray = Field(description="What bounds the reported decode step.")
     fits: bool | np.ndarray = Field(description="Per-GPU memory at prompt+output fits.")
     memory: MemoryEstimate | None = Field(description="Memory parts (scalar queries only).")
+    serving: ServeCurve | None = Field(
+        default=None, description="With a concurrency in the Query: the closed-loop steady "
+        "state of one replica at it (serving/curve.py), goodput with SLO targets.")
     prefill_ops: list[OpBreakdown] = Field(description="Prefill step per op (scalar only).")
     decode_ops: list[OpBreakdown] = Field(description="Reported decode step per op (scalar only).")
     warnings: list[str]
@@ -191,11 +195,28 @@ def evaluate(query: Query, **arrays) -> Evaluation:
         sizes = dict(batch=query.batch, prompt_tokens=query.prompt_tokens,
                      output_tokens=query.output_tokens, context_tokens=query.context)
         ops_pre, ops_dec = op_breakdown(rt.prefill.ops), op_breakdown(rt.step.ops)
+    serving = _serving(query, warnings) if not vectorized else None
     return Evaluation(
-        query=query, vectorized=vectorized, model=sc.model.id, gpu=sc.hw.id,
+        query=query, vectorized=vectorized, serving=serving, model=sc.model.id, gpu=sc.hw.id,
         engine=sc.engine.id, precision=sc.precision.label, compute_dtype=rt.step.compute_dtype,
         bound=bound, fits=fits, memory=mem, prefill_ops=ops_pre, decode_ops=ops_dec,
         warnings=warnings, assumptions=assumptions, **sizes, **values)
+
+
+def _serving(q: Query, warnings: list[str]) -> ServeCurve | None:
+    """The serving workload of the Query: the steady state at its concurrency."""
+    if q.rate_rps is not None or q.trace is not None:
+        warnings.append("rate and trace workloads are not evaluated here yet (the serving "
+                        "simulator answers them); use a concurrency")
+    if q.concurrency is None:
+        return None
+    return serve_curve(q.model, q.gpu, weights=q.weights, kv=q.kv, activations=q.activations,
+                       engine=q.engine, tp=q.tp, pp=q.pp, ep=q.ep, prompt=q.prompt_tokens,
+                       output=q.output_tokens, concurrencies=[q.concurrency],
+                       ttft_slo_s=q.ttft_slo_s, tpot_slo_s=q.tpot_slo_s,
+                       longest_prompt=q.longest_prompt_tokens,
+                       longest_output=q.longest_output_tokens, profile=q.profile,
+                       hardware_dir=q.hardware_dir)
 
 
 # --------------------------------------------------------------------------- thin wrappers

@@ -86,10 +86,12 @@ def test_bad_arrays_are_clean_errors(arrays):
        st.one_of(st.integers(-2, 10**5), st.floats(allow_nan=True), st.none(), st.text(max_size=3)),
        st.one_of(st.integers(-1, 200_000), st.just(2.0)),
        st.lists(st.integers(-1, 10**6), max_size=4),
-       st.sampled_from([1, 2, 3, 8]))
-def test_evaluate_returns_a_finite_result_or_a_clean_error(model, gpu, w, batch, prompt, arr, tp):
+       st.sampled_from([1, 2, 3, 8]), st.one_of(st.none(), st.integers(-1, 5000)))
+def test_evaluate_returns_a_finite_result_or_a_clean_error(model, gpu, w, batch, prompt, arr, tp,
+                                                           conc):
     try:
-        q = make_query(model=model, gpu=gpu, weights=w, batch=batch, prompt_tokens=prompt, tp=tp)
+        q = make_query(model=model, gpu=gpu, weights=w, batch=batch, prompt_tokens=prompt, tp=tp,
+                       concurrency=conc)
         ev = api.evaluate(q, **({"output_tokens": np.array(arr)} if arr else {}))
     except PerfModelError as exc:
         assert str(exc) and "\n" not in str(exc)
@@ -97,6 +99,8 @@ def test_evaluate_returns_a_finite_result_or_a_clean_error(model, gpu, w, batch,
     for k in api.METRIC_FIELDS:
         v = np.asarray(getattr(ev, k), dtype=float)
         assert np.all(np.isfinite(v)) and np.all(v >= 0), k
+    if ev.serving is not None:
+        assert all(math.isfinite(p.tpot_s) for p in ev.serving.points)
 
 
 # ------------------------------------------------------------------ sensitivity (analysis)
@@ -166,3 +170,17 @@ def test_old_sizing_links_in_milliseconds_load_as_seconds():
     scn, notes = from_query({"size_ttft_ms": "750", "size_tpot_ms": "40"})
     assert not notes
     assert scn.size_ttft_slo_s == pytest.approx(0.75) and scn.size_tpot_slo_s == pytest.approx(0.04)
+
+
+def test_a_concurrency_in_the_query_brings_the_serving_steady_state():
+    from perfmodel.serving.curve import serve_curve
+
+    q = make_query(**BASE, weights="fp8", prompt_tokens=512, output_tokens=128, concurrency=16,
+                   ttft_slo_s=1.0, tpot_slo_s=0.05)
+    ev = api.evaluate(q)
+    direct = serve_curve("llama-3.1-8b", "h100-sxm", weights="fp8", prompt=512, output=128,
+                         concurrencies=[16], ttft_slo_s=1.0, tpot_slo_s=0.05)
+    assert ev.serving == direct and ev.serving.points[0].concurrency == 16
+    assert ev.serving.goodput_rps > 0
+    assert api.evaluate(q.with_(concurrency=None)).serving is None
+    assert any("rate" in w for w in api.evaluate(q.with_(rate_rps=2.0)).warnings)
