@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel import api
 from perfmodel.core import predict
-from perfmodel.analysis.claims.scenario import Scenario, fill, hardware, metric_info, model_spec, revise
+from perfmodel.analysis.claims.scenario import Scenario, fill, metric_info, model_spec, revise
 from perfmodel.core.cost import usd_per_mtok
 from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.memory import estimate_memory, weight_bytes_by_group
@@ -93,9 +93,7 @@ def resolve(f: Scenario, *, strict: bool = True) -> tuple[predict.Scenario, list
             warnings.append(f"{f.label}: activations {a.name} narrower than weights {w.name}: "
                             f"matmul inputs stay {w.name} until the weights are quantized")
             act = f.weights
-    sc, w2, _ = api.resolve(model_spec(f.model), hardware(f.gpu), weights=f.weights, kv=f.kv,
-                            activations=act, engine=f.engine, tp=f.tp, pp=f.pp, ep=f.ep,
-                            profile=f.profile)
+    sc, w2, _ = api.resolve(f.query(activations=act))
     eng = sc.engine
     if f.batching != eng.batching:
         eng = eng.model_copy(update={"batching": f.batching})
