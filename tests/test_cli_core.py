@@ -84,6 +84,9 @@ def test_sweep_agrees_with_predict(capsys, tmp_path):
     single = api.predict_request("llama-3.1-8b", "l40s", weights="fp8", kv="bf16", batch=16)
     assert r["tpot_s"] == pytest.approx(single.tpot_s)
     assert r["ttft_s"] == pytest.approx(single.ttft_s)
+    # one meaning per name: the sweep's throughput columns are predict's
+    assert r["output_tok_s_total"] == pytest.approx(single.output_tok_s_total)
+    assert r["decode_tok_s_total"] == pytest.approx(single.decode_tok_s_total)
 
 
 words = st.one_of(st.sampled_from(["llama-3.1-8b", "h100-sxm", "bf16", "fp8", "int4-g64", "0", "-3",

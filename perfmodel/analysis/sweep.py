@@ -16,7 +16,7 @@ from perfmodel.api import evaluate, make_query
 from perfmodel.core.errors import PerfModelError
 
 METRICS = ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s_per_user", "output_tok_s_total",
-           "prefill_s", "mbu", "mfu")
+           "decode_tok_s_total", "prefill_s", "mbu", "mfu")
 
 
 @dataclass(frozen=True)
