@@ -6,8 +6,8 @@ import argparse
 import math
 
 from perfmodel.analysis import sizing
-from perfmodel.cli.common import (int_list, positive_float, positive_int, print_json, print_table,
-                                  str_list)
+from perfmodel.cli.common import (add_query_args, int_list, positive_float, positive_int,
+                                  print_json, print_table, str_list)
 from perfmodel.core.units import ms
 
 
@@ -40,12 +40,9 @@ def register(sub) -> None:
                        "targets")
     p.add_argument("--model", required=True, help="catalog id, HF repo id, or path to config.json")
     p.add_argument("--rate", type=nonneg_float, required=True, help="requests per second")
-    p.add_argument("--prompt", type=positive_int, required=True, help="input tokens per request")
-    p.add_argument("--output", type=positive_int, required=True, help="output tokens per request")
-    p.add_argument("--ttft-slo", type=positive_float, required=True,
-                   help="mean TTFT target, seconds")
-    p.add_argument("--tpot-slo", type=positive_float, required=True,
-                   help="mean TPOT target, seconds")
+    add_query_args(p, ("prompt_tokens", "output_tokens", "ttft_slo_s", "tpot_slo_s"),
+                   required=("prompt_tokens", "output_tokens", "ttft_slo_s", "tpot_slo_s"),
+                   help_suffix={"ttft_slo_s": " Mean TTFT.", "tpot_slo_s": " Mean TPOT."})
     p.add_argument("--gpus", type=str_list, default=None, help="GPU ids (default: every GPU)")
     p.add_argument("--precisions", type=str_list, default=None,
                    help="WEIGHTS or WEIGHTS/KV, comma-separated (default: bf16,fp8,int4,fp4)")
@@ -66,8 +63,9 @@ def run(args) -> int:
     prices: dict[str, float] = {}
     for d in args.price or []:
         prices.update(d)
-    r = sizing.size(args.model, rate_rps=args.rate, prompt=args.prompt, output=args.output,
-                    ttft_slo_s=args.ttft_slo, tpot_slo_s=args.tpot_slo, gpus=args.gpus,
+    r = sizing.size(args.model, rate_rps=args.rate, prompt=args.prompt_tokens,
+                    output=args.output_tokens, ttft_slo_s=args.ttft_slo_s,
+                    tpot_slo_s=args.tpot_slo_s, gpus=args.gpus,
                     precisions=args.precisions, engines=args.engines, max_gpus=args.max_gpus,
                     counts=args.counts, prices=prices, limit=args.limit, profile=args.profile,
                     hardware_dir=args.hardware_dir)

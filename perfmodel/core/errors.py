@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 
+import numpy as np
+
 
 class PerfModelError(ValueError):
     """Bad input: an unknown id, a malformed file, an impossible configuration."""
@@ -49,3 +51,14 @@ def pydantic_message(exc: Exception) -> str:
         except Exception:  # noqa: BLE001 - fall back to the plain text
             pass
     return str(exc).splitlines()[0]
+
+
+def require_finite(what: str, **values) -> None:
+    """Raise ArithmeticError naming every value (scalar or array) that is not finite.
+
+    The one finiteness guard of the results: a NaN or infinity in a result is a defect of
+    the model, not bad input, so it is refused rather than printed."""
+    bad = [k for k, v in values.items()
+           if v is not None and not np.all(np.isfinite(np.asarray(v, dtype=float)))]
+    if bad:
+        raise ArithmeticError(f"non-finite {what} for {', '.join(bad)}")

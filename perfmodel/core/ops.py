@@ -22,22 +22,27 @@ import numpy as np
 from perfmodel.core.params import attention_matrices, ffn_matrices
 from perfmodel.core.specs import ModelSpec, Precision
 
+FloatArray = float | np.ndarray
+"""A float, or a numpy array of floats broadcast over B, T and S given as arrays."""
+
 OpKind = Literal["gemm", "attention", "elementwise", "embedding", "sampling", "comm"]
 ACT_BYTES = 2.0          # activations between kernels are 16-bit (bf16/fp16)
 LOGIT_BYTES = 4.0        # logits are upcast to fp32 for sampling
 HIGH_PRECISION_BYTES = 2.0  # embeddings, norms, routers and lm_head stay 16-bit when weights are quantized
+GLU_FLOPS_PER_OUTPUT = 4.0  # assumption: SiLU(gate) * up per output element = exp, add, divide, multiply
+SAMPLING_FLOPS_PER_LOGIT = 5.0  # assumption: softmax (max, subtract, exp, sum, divide) per logit
 
 
 @dataclass(frozen=True)
 class OpCost:
     """Work of one op: FLOPs and bytes moved through device memory. Adds and scales."""
 
-    flops: object = 0.0
-    weight_bytes: object = 0.0
-    act_bytes: object = 0.0
-    kv_read_bytes: object = 0.0
-    kv_write_bytes: object = 0.0
-    kernels: object = 0.0
+    flops: FloatArray = 0.0
+    weight_bytes: FloatArray = 0.0
+    act_bytes: FloatArray = 0.0
+    kv_read_bytes: FloatArray = 0.0
+    kv_write_bytes: FloatArray = 0.0
+    kernels: FloatArray = 0.0
 
     def __add__(self, other: "OpCost") -> "OpCost":
         return OpCost(*(getattr(self, f) + getattr(other, f) for f in _FIELDS))
@@ -62,9 +67,9 @@ class Op:
     name: str
     kind: OpKind
     cost: OpCost
-    rows: object = 1.0            # M: token rows of the matmul (sets GEMM efficiency)
+    rows: FloatArray = 1.0            # M: token rows of the matmul (sets GEMM efficiency)
     quantized: bool = False       # weights stored below 16 bits (weight-only kernels)
-    weight_elements: object = 0.0  # elements read (for dequantization cost)
+    weight_elements: FloatArray = 0.0  # elements read (for dequantization cost)
     per_layer: bool = True        # occurs in every layer (TP/PP shard it)
     window: int | None = field(default=None)
 
@@ -340,8 +345,9 @@ def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
         act_width = e.expert_ffn_dim * e.experts_per_token * 2
     if act_width:
         result.append(Op("mlp_activation", "elementwise",
-                         OpCost(flops=4.0 * M * act_width / 2 * m.num_layers,
-                                act_bytes=1.5 * M * act_width * ACT_BYTES * m.num_layers,
+                         OpCost(flops=GLU_FLOPS_PER_OUTPUT * M * (act_width / 2) * m.num_layers,
+                                # reads gate and up (act_width), writes their product (act_width / 2)
+                                act_bytes=M * (act_width + act_width / 2) * ACT_BYTES * m.num_layers,
                                 kernels=float(m.num_layers)), rows=M))
     return result
 
@@ -379,7 +385,8 @@ def _lm_head(m: ModelSpec, p: Precision, B, rows) -> list[Op]:
                   act_bytes=rows * (D * ACT_BYTES + V * LOGIT_BYTES), kernels=1.0),
            rows=rows, per_layer=False),
         Op("sampling", "sampling",
-           OpCost(flops=5.0 * rows * V, act_bytes=2 * rows * V * LOGIT_BYTES, kernels=4.0),
+           OpCost(flops=SAMPLING_FLOPS_PER_LOGIT * rows * V, act_bytes=2 * rows * V * LOGIT_BYTES,
+                  kernels=4.0),
            rows=rows, per_layer=False),
     ]
 

@@ -4,7 +4,12 @@ TTFT = engine per-request overhead + prefill(B, T=prompt, S=0).
 E2E  = TTFT + sum over the O-1 later tokens of step(B, 1, S), S growing from prompt+1;
        the sum is integrated with the trapezoid rule on DECODE_NODES contexts (step(S) is
        piecewise linear in S, so the error is far below 1%), never the worst case.
-TPOT = (E2E - TTFT) / (O - 1); per-user tok/s = 1/TPOT; aggregate = B/TPOT.
+TPOT = (E2E - TTFT) / (O - 1); per-user tok/s = 1/TPOT.
+Aggregate (core/metrics.py has the one definition of each name):
+  output_tok_s_total = B * O / E2E   all users' output tokens per second of wall time
+                                     (prefill included), what a benchmark's tokens / wall
+                                     time measures;
+  decode_tok_s_total = B / TPOT      all users' tokens per second while decoding.
 MBU, MFU: one GPU's bytes (FLOPs) per reported step / (step time x its peak).
 Pipeline parallelism: decode keeps m = min(B, pp) micro-batches busy, so a token of each
 sequence costs one full pass at batch B/m plus the stage hand-offs; a prefill of B prompts
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.core.ops import FloatArray
 from perfmodel.core.parallel import p2p_s, validate_deployment
 from perfmodel.core.roofline import StepEstimate, step_time
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
@@ -43,16 +49,17 @@ class Scenario:
 class RequestTimes:
     """Arrays (or scalars) of request metrics in seconds and tokens/s."""
 
-    prefill_s: object
-    ttft_s: object
-    decode_step_s: object
-    tpot_s: object
-    e2e_s: object
-    decode_tok_s_per_user: object
-    output_tok_s_total: object
-    prefill_tok_s: object
-    mbu: object
-    mfu: object
+    prefill_s: FloatArray
+    ttft_s: FloatArray
+    decode_step_s: FloatArray
+    tpot_s: FloatArray
+    e2e_s: FloatArray
+    decode_tok_s_per_user: FloatArray
+    output_tok_s_total: FloatArray
+    decode_tok_s_total: FloatArray
+    prefill_tok_s: FloatArray
+    mbu: FloatArray
+    mfu: FloatArray
     step: StepEstimate
     prefill: StepEstimate
 
@@ -139,7 +146,8 @@ def request_times(sc: Scenario, B, prompt, output, *, context=None, new_tokens=1
     peak = sc.hw.peak_flops_per_s[reported.compute_dtype] * sc.dep.pp
     return RequestTimes(
         prefill_s=pre.time_s, ttft_s=ttft, decode_step_s=reported.time_s, tpot_s=tpot,
-        e2e_s=e2e, decode_tok_s_per_user=1.0 / tpot, output_tok_s_total=B / tpot,
+        e2e_s=e2e, decode_tok_s_per_user=1.0 / tpot, output_tok_s_total=B * output / e2e,
+        decode_tok_s_total=B / tpot,
         prefill_tok_s=B * prompt / pre.time_s,
         mbu=reported.bytes / (reported.time_s * peak_bw),
         mfu=reported.flops / (reported.time_s * peak),

@@ -26,13 +26,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perfmodel.core.errors import PerfModelError
-from perfmodel.core.ops import Op, OpCost, ops, total
+from perfmodel.core.ops import FloatArray, Op, OpCost, ops, total
 from perfmodel.core.parallel import comm_times, rank_ops
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
                              Precision)
 
 DEQUANT_TILE_ROWS = 64.0       # weight-only kernels dequantize once per tile of M rows (Marlin)
 VECTOR_EFFICIENCY = 0.5        # non-tensor-core arithmetic reaches about half its peak
+HALF_TO_FP32_VECTOR = 8.0       # assumption for a card whose datasheet lists no fp32 peak: its
+                                # fp32 vector rate is 1/8 of its 16-bit peak (consumer cards 1-2x,
+                                # datacenter tensor-core cards ~15x: a conservative middle)
 FUSED_ELEMENTWISE_BYTES = 0.5  # fused norms/activations move about half the bytes
 # bits of a compute dtype: weights stored narrower than it are dequantized in the kernel
 DTYPE_BITS = {"fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8,
@@ -45,24 +48,24 @@ class OpTime:
 
     name: str
     kind: str
-    time_s: object
-    compute_s: object
-    memory_s: object
-    flops: object
-    bytes: object
+    time_s: FloatArray
+    compute_s: FloatArray
+    memory_s: FloatArray
+    flops: FloatArray
+    bytes: FloatArray
 
 
 @dataclass(frozen=True)
 class StepEstimate:
     """One forward step: time, work, bound, per-op breakdown."""
 
-    time_s: object
-    gpu_s: object
-    cpu_s: object
-    flops: object
-    bytes: object
+    time_s: FloatArray
+    gpu_s: FloatArray
+    cpu_s: FloatArray
+    flops: FloatArray
+    bytes: FloatArray
     compute_dtype: str
-    bound: object
+    bound: str | np.ndarray
     ops: list[OpTime] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -110,8 +113,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                        all_logits=all_logits)
     peak = hw.peak_flops_per_s[dtype]
     half_peak = hw.peak_flops_per_s.get("bf16") or hw.peak_flops_per_s.get("fp16") or peak
-    vector_peak = hw.peak_flops_per_s.get("fp32", half_peak / 8.0) * VECTOR_EFFICIENCY
-    bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw
+    vector_peak = hw.peak_flops_per_s.get("fp32", half_peak / HALF_TO_FP32_VECTOR) * VECTOR_EFFICIENCY
+    bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw_fraction
     # weight-only formats, and fp8/fp4 weights on a fallback path, are dequantized in-kernel
     dequant = p.weights.bits < DTYPE_BITS.get(dtype, 16)
     kscale = _kernel_scale(m, engine, attention or engine.attention)
@@ -214,7 +217,7 @@ def _bound(compute, memory, comm, cpu, gpu):
 
 
 def roofline_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S,
-                     dep: Deployment | None = None) -> object:
+                     dep: Deployment | None = None) -> FloatArray:
     """The unbeatable floor: max(bytes / peak bandwidth, all FLOPs / peak compute), at the
     peak of the model's compute dtype (its activations' format where the chip has it, else
     the chip's 16-bit rate: a bf16 model cannot use fp8 units) and with elementwise

@@ -1,6 +1,6 @@
 """Typed, frozen inputs of the model: what is run (ModelSpec), on what (HardwareSpec),
 in which number formats (Precision), by which software (EngineProfile, Efficiency),
-how it is spread (Deployment) and for which traffic (Workload).
+how it is spread (Deployment). The traffic is part of the one Query (core/query.py).
 
 All quantities are in base units (bytes, seconds, FLOP/s, bytes/s). See DESIGN.md.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from perfmodel.core.gguf import GGUF_BITS_PER_WEIGHT, GGUF_FLOAT_TYPES
 
@@ -433,17 +433,42 @@ class EngineProfile(Spec):
     source: str = Field(default="", description="Where the parameters come from.")
 
 
+_OLD_EFFICIENCY_NAMES = {"mem_bw": "mem_bw_fraction", "link": "link_fraction"}
+
+
 class Efficiency(Spec):
     """Achievable fractions of the datasheet, per vendor/memory type or calibrated."""
 
-    mem_bw: float = Field(gt=0, le=1, description="Achieved / peak memory bandwidth for streaming reads.")
+    mem_bw_fraction: float = Field(
+        gt=0, le=1, validation_alias=AliasChoices("mem_bw_fraction", "mem_bw"),
+        description="Achieved / peak memory bandwidth for streaming reads (YAML key mem_bw "
+                    "accepted for one release).")
     gemm_max: float = Field(gt=0, le=1, description="GEMM efficiency at large M (fraction of peak).")
     gemm_half_m: float = Field(gt=0, description="Token rows M at which GEMM efficiency is half of gemm_max.")
     attn_compute: float = Field(gt=0, le=1, description="Attention-kernel compute efficiency (flash/paged).")
     attn_mem: float = Field(gt=0, le=1, description="Decode attention KV-read efficiency vs mem_bw.")
     kernel_s: float = Field(ge=0, description="GPU-side fixed time per kernel (launch latency, tail).")
-    link: float = Field(gt=0, le=1, description="Achieved / peak link bandwidth for collectives.")
+    link_fraction: float = Field(
+        gt=0, le=1, validation_alias=AliasChoices("link_fraction", "link"),
+        description="Achieved / peak link bandwidth for collectives (YAML key link accepted "
+                    "for one release).")
     source: str = Field(default="", description="Defaults' sources, or the calibration record.")
+
+    def model_copy(self, *, update=None, deep: bool = False):
+        """model_copy that also takes the old names mem_bw and link (for one release)."""
+        if update:
+            update = {_OLD_EFFICIENCY_NAMES.get(k, k): v for k, v in update.items()}
+        return super().model_copy(update=update, deep=deep)
+
+    @property
+    def mem_bw(self) -> float:
+        """Old name of mem_bw_fraction (kept for one release)."""
+        return self.mem_bw_fraction
+
+    @property
+    def link(self) -> float:
+        """Old name of link_fraction (kept for one release)."""
+        return self.link_fraction
 
     def gemm(self, m: float) -> float:
         """e_gemm(M) = gemm_max * M / (M + gemm_half_m)."""
@@ -470,18 +495,3 @@ class Deployment(Spec):
     @property
     def num_gpus(self) -> int:
         return self.tp * self.dp * self.pp
-
-
-class Workload(Spec):
-    """One request shape at a batch size."""
-
-    batch: int = Field(gt=0, description="B: sequences decoded together (or concurrency).")
-    prompt_tokens: int = Field(gt=0, description="Input length in tokens.")
-    output_tokens: int = Field(gt=0, description="Generated tokens per request.")
-    context_tokens: int | None = Field(
-        default=None, ge=0, description="KV length for the reported decode step (default: prompt).")
-    new_tokens: int = Field(default=1, gt=0, description="T: tokens per sequence in a reported step.")
-
-    @property
-    def context(self) -> int:
-        return self.prompt_tokens if self.context_tokens is None else self.context_tokens

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.core.units import MS
 from perfmodel.webapp.data import CACHE, api_kwargs
 from perfmodel.webapp.state import UIScenario, profile_target, target
 
@@ -21,7 +20,7 @@ def serve(key: str, concurrencies: tuple[int, ...]):
     return curve, find_knee(curve)
 
 
-SIZING_FIELDS = ("size_rate", "size_ttft_ms", "size_tpot_ms", "size_gpus", "size_precisions",
+SIZING_FIELDS = ("size_rate", "size_ttft_slo_s", "size_tpot_slo_s", "size_gpus", "size_precisions",
                  "size_engines", "size_max_gpus")
 
 
@@ -32,7 +31,7 @@ def sizing(key: str):
 
     scn = UIScenario.from_key(key)
     return size(target(scn.model, "model"), rate_rps=scn.size_rate, prompt=scn.prompt,
-                output=scn.output, ttft_slo_s=scn.size_ttft_ms * MS, tpot_slo_s=scn.size_tpot_ms * MS,
+                output=scn.output, ttft_slo_s=scn.size_ttft_slo_s, tpot_slo_s=scn.size_tpot_slo_s,
                 gpus=list(scn.size_gpus) or None, precisions=list(scn.size_precisions) or None,
                 engines=list(scn.size_engines) or None, max_gpus=scn.size_max_gpus,
                 profile=profile_target(scn.profile))

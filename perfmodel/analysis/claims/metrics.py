@@ -25,16 +25,15 @@ $/Mtok = price per GPU-hour * GPUs / (3600 * tok/s) * 1e6 (perfmodel.core.cost.u
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel import api
 from perfmodel.core import predict
-from perfmodel.analysis.claims.scenario import Scenario, fill, hardware, metric_info, model_spec, revise
+from perfmodel.analysis.claims.scenario import Scenario, fill, metric_info, model_spec, revise
 from perfmodel.core.cost import usd_per_mtok
-from perfmodel.core.errors import PerfModelError
+from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.memory import estimate_memory, weight_bytes_by_group
 from perfmodel.core.specs import Deployment, parse_format
 
@@ -97,9 +96,7 @@ def resolve(f: Scenario, *, strict: bool = True) -> tuple[predict.Scenario, list
             warnings.append(f"{f.label}: activations {a.name} narrower than weights {w.name}: "
                             f"matmul inputs stay {w.name} until the weights are quantized")
             act = f.weights
-    sc, w2, _ = api.resolve(model_spec(f.model), hardware(f.gpu), weights=f.weights, kv=f.kv,
-                            activations=act, engine=f.engine, tp=f.tp, pp=f.pp, ep=f.ep,
-                            profile=f.profile)
+    sc, w2, _ = api.resolve(f.query(activations=act))
     eng = sc.engine
     if f.batching != eng.batching:
         eng = eng.model_copy(update={"batching": f.batching})
@@ -108,7 +105,7 @@ def resolve(f: Scenario, *, strict: bool = True) -> tuple[predict.Scenario, list
                                      "kv_prealloc": "request"})
     elif not f.paged_kv and eng.attention == "paged":
         eng = eng.model_copy(update={"attention": "flash", "kv_block_tokens": 1})
-    eff = sc.eff.model_copy(update={"mem_bw": f.mem_bw_utilization})
+    eff = sc.eff.model_copy(update={"mem_bw_fraction": f.mem_bw_utilization})
     return dataclasses.replace(sc, engine=eng, eff=eff), warnings + w2
 
 
@@ -142,9 +139,10 @@ def evaluate_filled(f: Scenario, *, strict: bool = True) -> Evaluation:
     if not mem.fits:
         warnings.append(f"{f.label}: does not fit ({mem.total_bytes / mem.device_bytes:.0%} of "
                         f"device memory needed, max batch {mem.max_batch} at {ctx} tokens)")
-    bad = [k for k, v in values.items() if not math.isfinite(v) or v <= 0]
+    require_finite(f"{f.label} result", **values)
+    bad = [k for k, v in values.items() if v <= 0]
     if bad:  # a defect, not bad input: refuse to return it
-        raise ArithmeticError(f"non-finite or non-positive result for {', '.join(bad)}")
+        raise ArithmeticError(f"non-positive result for {', '.join(bad)}")
     return Evaluation(scenario=f.label, values=values, regimes=regimes, batch=B, fits=fits,
                       memory_bytes=mem.total_bytes, capacity_bytes=mem.capacity_bytes,
                       max_batch=max_batch, num_gpus=gpus,

@@ -2,7 +2,7 @@
 
 Each level is predicted as a batch of B = min(concurrency, requests) sequences with the
 level's mean prompt length (server usage, else the requested --prompt-tokens) and its mean
-measured output length, via perfmodel.api.predict_request. Ratios are measured / predicted
+measured output length, via perfmodel.api.evaluate of the PredictSpec's Query. Ratios are measured / predicted
 (p50 for latencies): > 1 means the server is slower than the model says (or, for output
 tok/s, faster).
 """
@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from perfmodel.core.errors import PerfModelError
+from perfmodel.api import Evaluation, evaluate
+from perfmodel.core.query import Query, make_query
 
 if TYPE_CHECKING:
     from perfmodel.analysis.endpoint.config import EndpointConfig
@@ -30,6 +31,11 @@ class PredictSpec(BaseModel):
     engine: str = Field("vllm", min_length=1, description="Engine preset id")
     weights: str = Field("bf16", min_length=1, description="Weight precision id")
     kv: str | None = Field(None, description="KV-cache precision id (default: the model's)")
+
+    def query(self, **workload) -> Query:
+        """The one Query these ids and a workload make (PerfModelError on a bad field)."""
+        return make_query(model=self.model, gpu=self.gpu, engine=self.engine,
+                          weights=self.weights, kv=self.kv, **workload)
 
 
 class Prediction(BaseModel):
@@ -48,18 +54,9 @@ class Prediction(BaseModel):
     warnings: list[str] = []
 
 
-def _predict_request():
-    try:
-        from perfmodel.api import predict_request
-    except ImportError as exc:
-        raise PerfModelError(f"--predict needs perfmodel.api, which does not import: {exc}") from None
-    return predict_request
-
-
-def predict_one(spec: PredictSpec, *, batch: int, prompt: int, output: int):
-    """perfmodel.api.predict_request for one workload (its RequestEstimate)."""
-    return _predict_request()(model=spec.model, gpu=spec.gpu, weights=spec.weights, kv=spec.kv,
-                              engine=spec.engine, batch=batch, prompt=prompt, output=output)
+def predict_one(spec: PredictSpec, *, batch: int, prompt: int, output: int) -> Evaluation:
+    """perfmodel.api.evaluate of the spec's Query at one workload."""
+    return evaluate(spec.query(batch=batch, prompt_tokens=prompt, output_tokens=output))
 
 
 def check_spec(spec: PredictSpec, cfg: "EndpointConfig") -> None:
@@ -87,7 +84,7 @@ def predict_level(spec: PredictSpec, cfg: "EndpointConfig", level: "LevelResult"
                       ttft_s=r.ttft_s, tpot_s=r.tpot_s, e2e_s=r.e2e_s,
                       output_tok_s_total=r.output_tok_s_total,
                       ratios={k: v for k, v in ratios.items() if v is not None},
-                      warnings=list(getattr(r, "warnings", []) or []))
+                      warnings=list(r.warnings))
 
 
 def with_predictions(run: "BenchmarkRun", spec: PredictSpec) -> "BenchmarkRun":

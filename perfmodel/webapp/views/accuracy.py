@@ -20,8 +20,6 @@ def pct(x) -> str:
 def render() -> None:
     scn = inputs.keep_url("accuracy")
     st.title("Accuracy")
-    if inputs.optional("perfmodel.analysis.validation.run", "validation (perfmodel/analysis/validation/run.py)") is None:
-        return
     rep = inputs.call(data_pages.validation)
     if rep is None:
         return

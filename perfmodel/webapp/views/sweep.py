@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from perfmodel.core.units import GB, MS, fmt_bytes
+from perfmodel.serving.knee import KNEE_RULE
 from perfmodel.webapp import charts_sweep, data, data_pages, inputs
 from perfmodel.webapp.texts import help_text, num
 
@@ -32,8 +33,8 @@ def batch_section(key: str, grid: tuple[int, ...]) -> None:
     st.plotly_chart(charts_sweep.latency_throughput(curve.x, curve.output_tok_s_total, curve.tpot_s,
                                                     curve.fits, knee), width="stretch")
     if curve.knee is not None:
-        st.caption(f"Knee: {'batch ' + str(knee) if knee else 'not reached'} — {curve.knee.reason} "
-                   "(the rule perfmodel.analysis.endpoint applies to measured curves).")
+        st.caption(f"Knee: {'batch ' + str(knee) if knee else 'not reached'} — {curve.knee.reason}. "
+                   f"{curve.knee.rule} (the same rule measured curves use).")
     if not curve.fits.all():
         st.warning(f"Batches above {int(curve.x[curve.fits].max()) if curve.fits.any() else 0} "
                    "do not fit in memory at this prompt + output length (grey points).")
@@ -55,7 +56,7 @@ def concurrency_section(key: str, grid: tuple[int, ...]) -> None:
     st.plotly_chart(charts_sweep.latency_throughput(
         x, [p.output_tok_s_total for p in pts], [p.tpot_s for p in pts], [p.fits for p in pts],
         knee.concurrency, x_name="concurrency"), width="stretch")
-    st.caption(f"Knee: concurrency {knee.concurrency} ({knee.reason}). {knee.rule}. "
+    st.caption(f"Knee: concurrency {knee.concurrency or 'not reached'} ({knee.reason}). {knee.rule}. "
                f"{curve.batching} batching{', prefill mixed into decode steps' if curve.mixed_prefill else ''}; "
                f"the replica holds at most {curve.max_concurrency} requests (limited by {curve.limited_by}).")
     table(x, "concurrency", [p.ttft_s for p in pts], [p.tpot_s for p in pts],
@@ -74,7 +75,7 @@ def headline(x, total, tpot, fits, knee, name: str) -> None:
                          f"in memory: {name} {int(x[best])}.")
         c[1].metric(f"TPOT at {name} {int(x[best])}", f"{num(tpot[best] / MS)} ms", help=help_text("tpot_s"))
     c[2].metric("Knee", f"{name} {int(knee)}" if knee else "not reached",
-                help="Where doubling adds less than 10% throughput while TPOT grows.")
+                help=KNEE_RULE)
 
 
 def table(x, name, ttft, tpot, per_user, total, fits, bound=None) -> None:
