@@ -58,6 +58,8 @@ class ServePoint(BaseModel):
     ttft_p50_s: float | None = None
     ttft_p90_s: float | None = None
     ttft_p99_s: float | None = None
+    ttft_mean_s: float | None = None
+    tpot_mean_s: float | None = None
     tpot_p50_s: float | None = None
     tpot_p90_s: float | None = None
     itl_p50_s: float | None = None
@@ -193,6 +195,7 @@ def _summarize(tr: Trace, req: Requests, pol: Policy, head: dict, fits: bool, re
     slo = ttft_slo_s is not None or tpot_slo_s is not None
     vals = dict(
         ttft_p50_s=_pct(ttft, 50), ttft_p90_s=_pct(ttft, 90), ttft_p99_s=_pct(ttft, 99),
+        ttft_mean_s=float(np.mean(ttft)), tpot_mean_s=float(np.mean(tpot)) if tpot.size else None,
         tpot_p50_s=_pct(tpot, 50), tpot_p90_s=_pct(tpot, 90),
         itl_p50_s=_weighted_pct(itl_v, itl_w, 50), itl_p90_s=_weighted_pct(itl_v, itl_w, 90),
         itl_p99_s=_weighted_pct(itl_v, itl_w, 99),
