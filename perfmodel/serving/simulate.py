@@ -17,6 +17,7 @@ context: conservative for sliding-window models), in blocks of the engine's page
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -106,6 +107,22 @@ class _Kv:
         self.blocks = max(0, int(pool // (per_token * bs))) if pool > 0 else 0
         self.tokens = self.blocks * bs
         self.pool_bytes, self.loaded_bytes = pool, loaded
+
+
+def with_scheduler(sc: Scenario, *, max_num_seqs: int | None = None,
+                   max_num_batched_tokens: int | None = None) -> Scenario:
+    """The scenario with the engine's scheduler limits overridden (on every GPU size)."""
+    upd = {}
+    if max_num_seqs is not None:
+        upd.update(max_num_seqs=max_num_seqs, small_gpu_max_num_seqs=max_num_seqs,
+                   seqs_divided_by_pp=False)
+    if max_num_batched_tokens is not None:
+        upd.update(max_num_batched_tokens=max_num_batched_tokens,
+                   small_gpu_max_num_batched_tokens=max_num_batched_tokens)
+    if not upd:
+        return sc
+    sched = sc.engine.scheduler.model_copy(update=upd)
+    return replace(sc, engine=sc.engine.model_copy(update={"scheduler": sched}))
 
 
 def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
