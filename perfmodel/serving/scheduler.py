@@ -236,6 +236,8 @@ class _Sim:
         g(j) <= free is q bs + min(e_(rem), bs - 1), q = free // d, rem = free - q d."""
         bs, d = self.pol.block_tokens, dec.size
         free = int(round(self._free()))
+        if free >= d * (k // bs + 1):       # every sequence can grow k tokens: no search
+            return k
         q, rem = divmod(max(free, 0), d)
         e = self.blocks[dec] * bs - self.ctx[dec]
         r = min(float(np.partition(e, rem)[rem]), bs - 1.0)
