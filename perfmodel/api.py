@@ -167,6 +167,8 @@ class ServeReport(BaseModel):
     range_ratio: float
     prefix_hit: float
     scheduler: str = Field(description="the engine's scheduler limits and their source")
+    max_num_seqs: int | None = Field(description="sequences the engine runs at once (None: KV decides)")
+    max_num_batched_tokens: int | None = Field(description="token budget of one step (None: unlimited)")
     points: list[ServePoint]
     warnings: list[str]
     assumptions: list[str]
@@ -215,4 +217,5 @@ def serve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
         model=sc.model.id, gpu=sc.hw.id, engine=sc.engine.id, precision=sc.precision.label,
         tp=tp, pp=pp, ep=ep, arrival=wls[0].arrival, prompt_tokens=wls[0].prompt_tokens,
         output_tokens=wls[0].output_tokens, range_ratio=range_ratio, prefix_hit=prefix_hit,
-        scheduler=sched, points=points, warnings=warnings, assumptions=assumptions)
+        scheduler=sched, max_num_seqs=seqs, max_num_batched_tokens=budget, points=points,
+        warnings=warnings, assumptions=assumptions)

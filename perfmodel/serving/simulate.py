@@ -73,7 +73,8 @@ class ServePoint(BaseModel):
     request_rate_rps: float | None = None
     wall_s: float | None = None
     preemptions: int = 0
-    max_running: int = 0
+    max_running: int = Field(default=0, description="most sequences running at once")
+    kv_capacity_tokens: int | None = Field(default=None, description="KV pool in tokens (per GPU)")
     goodput_rps: float | None = Field(default=None, description="requests meeting the SLOs per second")
     slo_attainment: float | None = Field(default=None, description="share of requests meeting the SLOs")
     timeline: ServeTimeline | None = None
@@ -227,7 +228,8 @@ def _summarize(tr: Trace, req: Requests, pol: Policy, head: dict, fits: bool, re
                              "(zero-length run): check the workload")
     tl = _timeline(tr, pol) if timeline else None
     return ServePoint(**head, fits=fits, reason=reason, preemptions=tr.preemptions,
-                      max_running=tr.max_running, timeline=tl, **vals)
+                      max_running=tr.max_running, kv_capacity_tokens=pol.total_blocks * pol.block_tokens,
+                      timeline=tl, **vals)
 
 
 def _timeline(tr: Trace, pol: Policy) -> ServeTimeline:
