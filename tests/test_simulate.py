@@ -278,3 +278,23 @@ def test_exactly_one_arrival_kind():
         serve_workloads(prompt_tokens=10, output_tokens=10, concurrencies=[1], rate_rps=[1.0])
     with pytest.raises(PerfModelError, match="rate_rps"):
         api.serve("llama-3.1-8b", "h100-sxm", rate_rps=[0.0])
+
+
+@settings(max_examples=60)
+@given(st.sampled_from(["closed", "poisson", "gamma", "trace", "other"]),
+       st.one_of(st.none(), st.integers(-2, 10**7)), st.one_of(st.none(), st.integers(-2, 5000)),
+       st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
+       st.one_of(st.floats(-1, 2), st.just(float("nan"))),
+       st.one_of(st.floats(-1, 2), st.just(float("nan"))))
+def test_workload_validates_once_with_one_line(arrival, conc, n, rate, ratio, hit):
+    try:
+        wl = ServeWorkload.make(arrival=arrival, prompt_tokens=128, output_tokens=16,
+                                concurrency=conc, num_requests=n, rate_rps=rate,
+                                range_ratio=ratio, prefix_hit=hit,
+                                trace=((0.0, 10, 2),) if arrival == "trace" else None)
+    except PerfModelError as exc:
+        assert "\n" not in str(exc)
+        return
+    req = wl.requests()
+    assert req.prompt_tokens.size == wl.n_requests <= 200_000
+    assert np.all(req.cached_tokens < req.prompt_tokens)

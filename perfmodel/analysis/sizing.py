@@ -21,6 +21,9 @@ with the least slack at the rate (memory: 1 - bytes used / usable; TPOT and TTFT
 1 - value / target, TTFT without the admission queue; rate: 1 - rate / the largest rate
 whose queueing keeps TTFT on target).
 A miss (nothing meets the targets) reports the requirement it fails instead.
+The steady-state search is the quick estimate; the cheapest deployments it finds are then
+simulated on their engine's scheduler and ranked on simulated p90 TTFT and TPOT
+(analysis/sizing_sim.py).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.analysis import sizing_report as report
+from perfmodel.analysis import sizing_sim
 from perfmodel.api import resolve
 from perfmodel.serving.batching import (capacity_bytes, concurrency_grid, curves, limits, used_bytes,
                                 weights_bytes)
@@ -88,6 +92,10 @@ class SizedDeployment(BaseModel):
     joules_per_token: float | None
     binding: str = Field(description="memory, TTFT, TPOT or rate.")
     price_source: str | None
+    sim_ttft_p90_s: float | None = Field(default=None, description="Simulated p90 TTFT at the "
+                                         "rate (sizing_sim; None: not simulated).")
+    sim_tpot_p90_s: float | None = Field(default=None, description="Simulated p90 TPOT.")
+    sim_meets: bool | None = Field(default=None, description="Simulated p90s within both targets.")
     warnings: list[str]
 
 
@@ -181,6 +189,9 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
                 elif miss is not None:
                     misses.append(miss)
     found.sort(key=_rank)
+    found = sizing_sim.verify(found[:limit], model=m, rate_rps=float(rate_rps), prompt=prompt,
+                              output=output, ttft_slo_s=ctx.ttft, tpot_slo_s=ctx.tpot,
+                              max_gpus=max_gpus, counts=counts, profile=profile)
     request = SizingRequest(model=m.id, rate_rps=float(rate_rps), prompt_tokens=prompt,
                             output_tokens=output, ttft_slo_s=ctx.ttft, tpot_slo_s=ctx.tpot,
                             gpus=[h.id for h in hws], precisions=precisions, engines=engines,

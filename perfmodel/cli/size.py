@@ -95,4 +95,6 @@ def _row(d) -> dict:
             "repl": d.replicas, "TTFT ms": opt(d.ttft_s, ms), "TPOT ms": opt(d.tpot_s, ms),
             "out tok/s": d.output_tok_s_total, "headroom": opt(d.headroom),
             "$/h": opt(d.usd_per_hour), "$/Mtok": opt(d.usd_per_mtok),
-            "J/tok": opt(d.joules_per_token), "binding": d.binding}
+            "J/tok": opt(d.joules_per_token), "binding": d.binding,
+            "sim TTFT p90 ms": opt(d.sim_ttft_p90_s, ms), "sim TPOT p90 ms": opt(d.sim_tpot_p90_s, ms),
+            "sim ok": opt(d.sim_meets)}

@@ -1,4 +1,7 @@
-"""Batching physics under load, as numpy arrays over a concurrency grid C.
+"""Batching physics under load, as numpy arrays over a concurrency grid C: the STEADY-STATE
+QUICK ESTIMATE. It assumes desynchronized requests (one prompt at a time) and is kept as a
+fast bound for wide searches (sizing's first pass, the Sweep page); a benchmark's TTFT under
+load comes from the step-level simulation in serving/simulate.py (`perfmodel serve`).
 
 Everything here is built from `predict.step` (the one op list) and `memory` (the one memory
 model); nothing re-derives a FLOP or a byte. Notation: C concurrency (sequences holding KV),

@@ -1,5 +1,7 @@
 """Serving a model under load: the latency-throughput curve over concurrency, its knee,
-goodput against TTFT/TPOT targets, and offline maximum throughput.
+goodput against TTFT/TPOT targets, and offline maximum throughput, from the steady-state
+quick estimate (serving/batching.py). For a benchmark's percentiles under load use the
+simulation (serving/simulate.py, api.serve).
 
 Public entry points (ids or specs are accepted as in perfmodel.api.predict_request):
 

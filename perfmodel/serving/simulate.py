@@ -17,6 +17,7 @@ context: conservative for sliding-window models), in blocks of the engine's page
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -58,6 +59,8 @@ class ServePoint(BaseModel):
     ttft_p50_s: float | None = None
     ttft_p90_s: float | None = None
     ttft_p99_s: float | None = None
+    ttft_mean_s: float | None = None
+    tpot_mean_s: float | None = None
     tpot_p50_s: float | None = None
     tpot_p90_s: float | None = None
     itl_p50_s: float | None = None
@@ -70,7 +73,8 @@ class ServePoint(BaseModel):
     request_rate_rps: float | None = None
     wall_s: float | None = None
     preemptions: int = 0
-    max_running: int = 0
+    max_running: int = Field(default=0, description="most sequences running at once")
+    kv_capacity_tokens: int | None = Field(default=None, description="KV pool in tokens (per GPU)")
     goodput_rps: float | None = Field(default=None, description="requests meeting the SLOs per second")
     slo_attainment: float | None = Field(default=None, description="share of requests meeting the SLOs")
     timeline: ServeTimeline | None = None
@@ -104,6 +108,22 @@ class _Kv:
         self.blocks = max(0, int(pool // (per_token * bs))) if pool > 0 else 0
         self.tokens = self.blocks * bs
         self.pool_bytes, self.loaded_bytes = pool, loaded
+
+
+def with_scheduler(sc: Scenario, *, max_num_seqs: int | None = None,
+                   max_num_batched_tokens: int | None = None) -> Scenario:
+    """The scenario with the engine's scheduler limits overridden (on every GPU size)."""
+    upd = {}
+    if max_num_seqs is not None:
+        upd.update(max_num_seqs=max_num_seqs, small_gpu_max_num_seqs=max_num_seqs,
+                   seqs_divided_by_pp=False)
+    if max_num_batched_tokens is not None:
+        upd.update(max_num_batched_tokens=max_num_batched_tokens,
+                   small_gpu_max_num_batched_tokens=max_num_batched_tokens)
+    if not upd:
+        return sc
+    sched = sc.engine.scheduler.model_copy(update=upd)
+    return replace(sc, engine=sc.engine.model_copy(update={"scheduler": sched}))
 
 
 def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
@@ -193,6 +213,7 @@ def _summarize(tr: Trace, req: Requests, pol: Policy, head: dict, fits: bool, re
     slo = ttft_slo_s is not None or tpot_slo_s is not None
     vals = dict(
         ttft_p50_s=_pct(ttft, 50), ttft_p90_s=_pct(ttft, 90), ttft_p99_s=_pct(ttft, 99),
+        ttft_mean_s=float(np.mean(ttft)), tpot_mean_s=float(np.mean(tpot)) if tpot.size else None,
         tpot_p50_s=_pct(tpot, 50), tpot_p90_s=_pct(tpot, 90),
         itl_p50_s=_weighted_pct(itl_v, itl_w, 50), itl_p90_s=_weighted_pct(itl_v, itl_w, 90),
         itl_p99_s=_weighted_pct(itl_v, itl_w, 99),
@@ -207,7 +228,8 @@ def _summarize(tr: Trace, req: Requests, pol: Policy, head: dict, fits: bool, re
                              "(zero-length run): check the workload")
     tl = _timeline(tr, pol) if timeline else None
     return ServePoint(**head, fits=fits, reason=reason, preemptions=tr.preemptions,
-                      max_running=tr.max_running, timeline=tl, **vals)
+                      max_running=tr.max_running, kv_capacity_tokens=pol.total_blocks * pol.block_tokens,
+                      timeline=tl, **vals)
 
 
 def _timeline(tr: Trace, pol: Policy) -> ServeTimeline:
