@@ -92,13 +92,13 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     """Time of one forward step of B sequences x T new tokens over S cached tokens."""
     dep = dep or Deployment()
     dtype, warnings = resolve_compute(hw, p, engine)
+    per_module = _module_dtypes(hw, p, engine, warnings)
     op_list = rank_ops(m, p, B, T, S, dep, attention=attention or engine.attention,
                        all_logits=all_logits)
     peak = hw.peak_flops_per_s[dtype]
     half_peak = hw.peak_flops_per_s.get("bf16") or hw.peak_flops_per_s.get("fp16") or peak
     vector_peak = hw.peak_flops_per_s.get("fp32", half_peak / 8.0) * VECTOR_EFFICIENCY
     bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw
-    weight_only = p.weights.bits < 16 and p.activations.bits >= 16
     kscale = _kernel_scale(m, engine, attention or engine.attention)
 
     times: list[OpTime] = []
@@ -111,7 +111,9 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         k = c.kernels * (kscale if op.per_layer else 1.0)
         kernels = kernels + k
         if op.kind == "gemm":
-            compute = c.flops / (peak * eff.gemm(np.maximum(op.rows, 1.0)))
+            op_dtype, weight_only = per_module.get(op.group, (dtype, _weight_only(p)))
+            op_peak = hw.peak_flops_per_s[op_dtype]
+            compute = c.flops / (op_peak * eff.gemm(np.maximum(op.rows, 1.0)))
             wbytes = c.weight_bytes / (engine.quant_kernel_efficiency if op.quantized else 1.0)
             memory = (wbytes + c.act_bytes) / bw
             if op.quantized and weight_only:
@@ -147,6 +149,26 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     return StepEstimate(time_s=step, gpu_s=gpu, cpu_s=cpu + engine.cpu_overhead_per_step_s,
                         flops=work.flops, bytes=moved_sum, compute_dtype=dtype, bound=bound,
                         ops=times, warnings=warnings)
+
+
+def _weight_only(p: Precision) -> bool:
+    """Weights below 16 bits multiplied at 16 bits or more: dequantized in the kernel."""
+    return p.weights.bits < 16 and p.activations.bits >= 16
+
+
+def _module_dtypes(hw: HardwareSpec, p: Precision, engine: EngineProfile,
+                   warnings: list[str]) -> dict[str, tuple[str, bool]]:
+    """Weight group -> (compute dtype, weight-only) for groups whose module has its own
+    format (gpt-oss: MXFP4 experts next to bf16 attention); other groups use the default."""
+    out: dict[str, tuple[str, bool]] = {}
+    for group in ("attention", "mlp", "shared_experts", "experts", "lm_head"):
+        q = p.for_group(group)
+        if q is p or not p.modules or q.weights == p.weights and q.activations == p.activations:
+            continue
+        dtype, notes = resolve_compute(hw, q, engine)
+        warnings += [w for w in notes if w not in warnings]
+        out[group] = (dtype, _weight_only(q))
+    return out
 
 
 def _elementwise_traffic(engine: EngineProfile) -> float:
