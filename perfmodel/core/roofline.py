@@ -11,6 +11,7 @@ Everything broadcasts over numpy arrays of B, T, S.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -183,11 +184,17 @@ def _kernel_scale(m: ModelSpec, engine: EngineProfile, attention: str) -> float:
     for a dense (GQA/MHA, dense-MLP) layer, so the scale is taken on the model's dense twin
     (same layers, MoE and MLA removed) and the MoE/MLA ops' extra kernels (routing, permute,
     combine, latent norms) are fused at the same rate. A dense model's count is unchanged."""
+    base = _dense_kernels(m, attention)
+    return engine.kernels_per_layer * m.num_layers / base if base else 1.0
+
+
+@lru_cache(maxsize=256)
+def _dense_kernels(m: ModelSpec, attention: str) -> float:
+    """Per-layer kernels of the op list of the model's dense twin, summed over its layers."""
     twin = m if m.moe is None and m.mla is None else _dense_twin(m)
     per_layer = [op for op in ops(twin, Precision.of("bf16"), 1.0, 1.0, 0.0, attention=attention)
                  if op.per_layer]
-    base = sum(float(np.max(op.cost.kernels)) for op in per_layer)
-    return engine.kernels_per_layer * m.num_layers / base if base else 1.0
+    return sum(float(np.max(op.cost.kernels)) for op in per_layer)
 
 
 def _dense_twin(m: ModelSpec) -> ModelSpec:
