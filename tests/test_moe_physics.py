@@ -249,3 +249,15 @@ def test_parallel_layouts_give_a_finite_result_or_a_clean_error(model, gpu, tp, 
         return
     assert isinstance(r, api.RequestEstimate)
     assert all(math.isfinite(v) and v > 0 for v in (r.ttft_s, r.tpot_s, r.e2e_s))
+
+
+def test_two_batch_overlap_hides_the_all_to_all_up_to_the_expert_time():
+    m, hw = load_model("deepseek-v3"), load_gpu("h200-sxm")
+    eff, eng = default_efficiency(hw), ENGINES["sglang"]
+    p, dep = Precision.of("fp8"), Deployment(tp=1, dp=8, ep=8)
+    plain = {o.name: o.time_s for o in step_time(m, hw, p, eng, eff, 256, 1, 2048, dep=dep).ops}
+    tbo = eng.model_copy(update={"moe_comm_overlap": 0.5})
+    half = {o.name: o.time_s for o in step_time(m, hw, p, tbo, eff, 256, 1, 2048, dep=dep).ops}
+    a2a = plain["ep_alltoall"]
+    assert half["ep_alltoall"] == pytest.approx(a2a - min(0.5 * a2a, plain["experts"]))
+    assert half["experts"] == plain["experts"]

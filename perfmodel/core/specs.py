@@ -425,6 +425,11 @@ class EngineProfile(Spec):
                     "and one write per tensor (fp32 upcasts and unfused chains move more); "
                     "None: 0.5 if fused_elementwise else 1. Set by calibration.")
     supports_fp8: bool = Field(default=True, description="Engine has fp8 kernels.")
+    moe_comm_overlap: float = Field(
+        default=0.0, ge=0, le=1, description="Share of the EP dispatch/combine all-to-all hidden "
+        "behind the expert GEMMs by running two micro-batches in turn (SGLang "
+        "--enable-two-batch-overlap with DeepEP; LMSYS blog 'Deploying DeepSeek with PD "
+        "disaggregation and large-scale EP', 2025). 0 in the presets: it is opt-in.")
     scheduler: SchedulerSpec = Field(
         default_factory=SchedulerSpec, description="Request scheduler limits and policy.")
     source: str = Field(default="", description="Where the parameters come from.")
