@@ -3,7 +3,8 @@
     python benchmarks/bench_validate.py [--repeat 3]
 
 Prints, from one run: the time of the whole validation (map, predict datasheet and
-calibrated, leave-one-out intervals, summaries), its parts, and the ratio budget / time.
+calibrated, leave-one-out intervals, summaries, the measured serving points), its parts, and
+the ratio budget / time.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from perfmodel.analysis.validation.run import default_data, load_rows, validate 
 from perfmodel.analysis.validation.mapping import map_rows  # noqa: E402
 from perfmodel.analysis.validation.predictors import predict_target  # noqa: E402
 from perfmodel.analysis.validation.report import accuracy_markdown  # noqa: E402
+from perfmodel.analysis.validation.serving_run import validate_serving  # noqa: E402
 from perfmodel.core.errors import PerfModelError  # noqa: E402
 
 BUDGET_S = 10.0
@@ -56,6 +58,7 @@ def main() -> None:
 
     t_pred, n_pred = timed(predict_all, args.repeat)
     t_doc, _ = timed(lambda: accuracy_markdown(rep), args.repeat)
+    t_srv, srv = timed(lambda: validate_serving(predictor="steady"), args.repeat)
     print(f"cpus: {os.cpu_count()}; rows: {len(rows)} ({len(rep.rows)} predicted, "
           f"{len(rep.unmapped)} unmapped)")
     print(f"validate, first call:      {t_first:7.3f} s")
@@ -63,6 +66,9 @@ def main() -> None:
     print(f"  mapping only:            {t_map:7.3f} s")
     print(f"  datasheet predictions:   {t_pred:7.3f} s  ({n_pred} rows)")
     print(f"  markdown report:         {t_doc:7.3f} s")
+    print(f"  serving points (steady): {t_srv:7.3f} s  ({len(srv.rows)} of {srv.n_rows} rows, "
+          f"{len({(r.model, r.gpu, r.engine, r.parallel, r.precision, r.prompt_tokens, r.output_tokens) for r in srv.rows})} "
+          "configurations)")
     print(f"budget {BUDGET_S:.0f} s / warm validate = {BUDGET_S / t_all:.1f}x headroom "
           f"({BUDGET_S / t_first:.1f}x for the first call)")
 

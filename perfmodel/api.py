@@ -18,6 +18,9 @@ from perfmodel.core.predict import request_times
 from perfmodel.core.resolve import resolve
 from perfmodel.core.roofline import roofline_floor_s
 from perfmodel.core.units import GB
+from perfmodel.serving.curve import check_slo
+from perfmodel.serving.simulate import ServePoint, simulate_points
+from perfmodel.serving.workload import DEFAULT_PROMPTS_PER_SLOT, serve_workloads
 
 
 class OpBreakdown(BaseModel):
@@ -147,3 +150,66 @@ def memory(model, gpu, *, weights: str = "bf16", kv: str | None = None, batch: i
                              f"context of {sc.model.id}")
     return estimate_memory(sc.model, sc.hw, sc.precision, batch=batch, context=context,
                            engine=sc.engine, dep=sc.dep)
+
+
+class ServeReport(BaseModel):
+    """A simulated serving benchmark (perfmodel.serving.simulate), one point per level."""
+
+    model_config = ConfigDict(frozen=True)
+    model: str
+    gpu: str
+    engine: str
+    precision: str
+    tp: int
+    pp: int
+    ep: int
+    arrival: str = Field(description="closed, poisson, gamma or trace")
+    prompt_tokens: int | None
+    output_tokens: int | None
+    range_ratio: float
+    prefix_hit: float
+    scheduler: str = Field(description="the engine's scheduler limits and their source")
+    points: list[ServePoint]
+    warnings: list[str]
+    assumptions: list[str]
+
+
+def serve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
+          activations: str | None = None, engine: str = "vllm", tp: int = 1, pp: int = 1,
+          ep: int = 1, profile=None, prompt_tokens: int | None = 1024,
+          output_tokens: int | None = 1024, concurrencies=None, rate_rps=None, trace=None,
+          num_requests: int | None = None, range_ratio: float = 1.0, prefix_hit: float = 0.0,
+          burstiness: float = 1.0, ttft_slo_s: float | None = None,
+          tpot_slo_s: float | None = None, timeline: bool = False, seed: int = 0,
+          hardware_dir: str | None = None) -> ServeReport:
+    """Simulate a serving benchmark: closed loop at each of `concurrencies`, open loop at each
+    of `rate_rps`, or a replayed `trace` ((arrival_s, prompt, output) rows or a CSV path).
+    Raises PerfModelError on bad input; a level that cannot run says why (fits=False)."""
+    for name, v in (("tp", tp), ("pp", pp), ("ep", ep)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
+            raise PerfModelError(f"{name} must be a positive integer, got {v!r}")
+    check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
+    sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv, activations=activations,
+                                        engine=engine, tp=tp, pp=pp, ep=ep, profile=profile,
+                                        hardware_dir=hardware_dir)
+    wls = serve_workloads(prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                          concurrencies=concurrencies, rate_rps=rate_rps, trace=trace,
+                          num_requests=num_requests, range_ratio=range_ratio,
+                          prefix_hit=prefix_hit, burstiness=burstiness, seed=seed)
+    longest = wls[0].longest_prompt + wls[0].longest_output
+    if longest > sc.model.max_context:
+        raise PerfModelError(f"prompt + output of {longest} tokens exceed the "
+                             f"{sc.model.max_context}-token context of {sc.model.id}")
+    points = simulate_points(sc, wls, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
+                             timeline=timeline)
+    seqs, budget = sc.engine.scheduler.limits(sc.hw, sc.dep.pp)
+    sched = (f"{sc.engine.batching} batching, max_num_seqs {seqs or 'KV-limited'}, token budget "
+             f"{budget or 'unlimited'}; {sc.engine.scheduler.source or 'no source'}")
+    if wls[0].arrival == "closed" and num_requests is None:
+        assumptions.append(f"{DEFAULT_PROMPTS_PER_SLOT} x concurrency requests per level "
+                           "(InferenceMAX / vLLM bench serve recipe; set num_requests)")
+    return ServeReport(
+        model=sc.model.id, gpu=sc.hw.id, engine=sc.engine.id, precision=sc.precision.label,
+        tp=tp, pp=pp, ep=ep, arrival=wls[0].arrival, prompt_tokens=wls[0].prompt_tokens,
+        output_tokens=wls[0].output_tokens, range_ratio=range_ratio, prefix_hit=prefix_hit,
+        scheduler=sched, points=points, warnings=warnings, assumptions=assumptions)

@@ -82,6 +82,24 @@ def test_static_ttft_includes_the_whole_batch_prefill():
     assert cv.batch_wait_s[1] > cv.ttft_s[1]     # an arrival waits for a running batch
 
 
+def test_static_closed_loop_e2e_obeys_littles_law():
+    # issue 15 item 1: 16 users, mean 100 / longest 400 output tokens. A user whose request
+    # ends early waits for the batch, so closed-loop E2E = C / rate = one cycle (Little's law),
+    # not TTFT + (O-1) TPOT (3.9 s for the gpt-4o preset where the cycle is ~15 s).
+    sc, _ = _setup("llama-3.1-8b", "h100-sxm", "hf-eager", "bf16", 200, 100)
+    lim = limits(sc, 200, 100, longest_output=400)
+    cv = curve(sc, [16.0], 200, 100, lim, longest_output=400)
+    pre = step(sc, 16.0, 200.0, 0.0).time_s
+    dec = step(sc, 16.0, 1.0, 200.0 + 400 / 2).time_s
+    cycle = sc.engine.per_request_overhead_s + pre + 399 * dec      # by hand, module docstring
+    assert cv.e2e_s[0] == pytest.approx(cycle, rel=1e-9)
+    assert cv.e2e_s[0] * cv.rate_rps[0] == pytest.approx(16.0)       # L = lambda W
+    assert cv.e2e_s[0] > 3.5 * (cv.ttft_s[0] - cv.closed_wait_s[0] + 99 * dec)
+    ol = open_loop(cv)                      # open loop swaps in its own half-cycle wait
+    m = at_rate_table(ol.xp, ol.peak_rps, [1e-9])
+    assert m["e2e_s"][0] == pytest.approx(cycle - 300 * dec, rel=1e-6)
+
+
 # ------------------------------------------------------------------ queueing by hand
 
 

@@ -263,3 +263,34 @@ def test_bad_raw_upload_is_one_line():
         with pytest.raises(PerfModelError) as exc:
             state.save_upload("raw", data, "raw.json")
         assert "\n" not in str(exc.value)
+
+
+# --------------------------------------------------------------------------- serving run
+
+
+def test_serving_run_page_shows_timeline_and_percentiles_per_level():
+    pytest.importorskip("perfmodel.serving.simulate")
+    at = run("serving", serve_levels="1,8,32", prompt=512, output=64)
+    clean(at)
+    df = at.dataframe[0].value
+    assert list(df["concurrency"]) == [1, 8, 32]
+    assert len(at.get("plotly_chart")) == 3           # timeline, latency, throughput
+    m = metrics(at)
+    assert set(m) >= {"TTFT p50", "TPOT p50", "Output tok/s (all users)", "Preemptions"}
+    assert at.selectbox(key="w_serve_level").value == 32          # default: the largest level
+    ttft_32, total_32 = number(m["TTFT p50"]), number(m["Output tok/s (all users)"])
+    at.selectbox(key="w_serve_level").set_value(1).run()
+    clean(at)
+    m = metrics(at)
+    assert number(m["TTFT p50"]) < ttft_32               # one request waits for no other prefill
+    assert number(m["Output tok/s (all users)"]) < total_32
+    at.text_input(key="w_serve_levels").set_value("2,4").run()
+    clean(at)
+    assert list(at.dataframe[0].value["concurrency"]) == [2, 4]
+
+
+def test_serving_run_page_bad_levels_are_one_line():
+    pytest.importorskip("perfmodel.serving.simulate")
+    at = run("serving", serve_levels="a,b")
+    clean(at)
+    assert at.error and "\n" not in at.error[0].value and "levels" in at.error[0].value

@@ -206,7 +206,11 @@ def _rank(d: SizedDeployment):
 
 def _prices(prices: dict[str, float] | None, hws: list[HardwareSpec]) -> dict[str, float]:
     out = {h.id: h.price.usd_per_hour for h in hws if h.price is not None}
-    for gid, usd in (prices or {}).items():
+    prices = dict(prices or {})
+    if "*" in prices:   # one price for every GPU searched
+        every = prices.pop("*")
+        prices = {**{h.id: every for h in hws}, **prices}
+    for gid, usd in prices.items():
         key = str(gid).strip().lower()
         if key not in {h.id for h in hws}:
             raise PerfModelError(f"--price for {gid!r}: not among the GPUs searched")

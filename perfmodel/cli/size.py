@@ -22,8 +22,11 @@ def nonneg_float(text: str) -> float:
 
 
 def price_pair(text: str) -> dict[str, float]:
-    """'h100-sxm=2.5' or 'h100-sxm=2.5,l40s=0.9' -> {id: usd_per_hour}."""
+    """'h100-sxm=2.5' or 'h100-sxm=2.5,l40s=0.9' -> {id: usd_per_hour}; a bare '2.5' prices
+    every GPU searched ({'*': 2.5})."""
     out: dict[str, float] = {}
+    if "=" not in text and "," not in text:
+        return {"*": positive_float(text.strip())}
     for part in text.split(","):
         gid, sep, usd = part.partition("=")
         if not sep or not gid.strip():
@@ -50,7 +53,8 @@ def register(sub) -> None:
     p.add_argument("--max-gpus", type=positive_int, default=8, help="GPUs at most (default 8)")
     p.add_argument("--counts", type=int_list, default=None, help="only these total GPU counts")
     p.add_argument("--price", type=price_pair, action="append", default=None,
-                   help="override a price: GPU=USD_PER_HOUR (repeatable)")
+                   help="override a price: USD_PER_GPU_HOUR for every GPU, or GPU=USD_PER_HOUR "
+                        "(repeatable); $PERFMODEL_PRICES=file.yaml (gpu id: USD) sets a whole table")
     p.add_argument("--limit", type=positive_int, default=20, help="deployments listed (default 20)")
     p.add_argument("--profile", default=None, help="calibrated profile YAML")
     p.add_argument("--hardware-dir", default=None, help="extra folder of hardware YAML files")

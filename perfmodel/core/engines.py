@@ -21,7 +21,15 @@ Sources for the parameters (mid-range values, not fitted to any validation row):
   a millisecond per step); SGLang and TRT-LLM report lower; llama.cpp ~0.3-0.5 ms.
 - KV memory: vLLM gpu_memory_utilization 0.9 and block 16; SGLang mem_fraction_static
   ~0.88 and page size 1; TRT-LLM kv_cache_free_gpu_mem_fraction 0.9, tokens_per_block 64
-  (perf-overview doc); llama.cpp preallocates n_ctx per slot.
+  (perf-overview doc).
+- KV preallocation (memory.held_context): the torch engines keep a static cache, one
+  [max_seq_len] slot per sequence whatever the request (gpt-fast `setup_caches`, HF
+  `StaticCache`); STATIC_CACHE_TOKENS is its length. llama.cpp allocates one KV buffer of
+  n_ctx tokens at start and splits it among its slots (server `--parallel`): LLAMA_CPP_N_CTX.
+- Low-bit weights: dequantized inside the matmul and overlapped with it by default (Marlin,
+  Machete, TRT-LLM's weight-only GEMMs, gpt-fast's tinygemm int4 kernel, llama.cpp's
+  mul_mat kernels); hf-eager's bitsandbytes path dequantizes the whole matrix first
+  (bitsandbytes/autograd/_functions.py matmul_4bit) and pays both in series.
 """
 
 from __future__ import annotations
@@ -31,6 +39,15 @@ from perfmodel.core.specs import EngineProfile, SchedulerSpec
 from perfmodel.core.units import GiB
 
 _COMMON = dict(dequant_flops_per_weight=4.0)
+# Assumption: a static-cache server is set up for 32K tokens per sequence. HF StaticCache
+# defaults max_cache_len to the model's max_position_embeddings, but 128K of FP16 KV for an
+# 8B (17 GB) beside its 16 GB of weights fits no 24 GB card, so a working deployment of a
+# long-context model sets it lower; 32K is the shortest common long-context setting.
+STATIC_CACHE_TOKENS = 32768
+# llama.cpp common.h: `common_params.n_ctx = 4096` (context size; newer builds take 0 = the
+# model's training context), one buffer shared by all slots.
+LLAMA_CPP_N_CTX = 4096
+_STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_TOKENS)
 
 # Scheduler defaults as each engine ships them:
 # - vLLM V1 `EngineArgs.get_batch_defaults` (vllm/engine/arg_utils.py): `vllm serve` on a
@@ -55,9 +72,10 @@ SGLANG_SCHEDULER = SchedulerSpec(
     source="sglang server_args.py (chunked_prefill_size 8192, enable_mixed_chunk off)")
 TRTLLM_SCHEDULER = SchedulerSpec(
     max_num_seqs=4096, max_num_batched_tokens=32768, chunked_prefill=True, mixed_prefill=True,
-    seqs_divided_by_pp=True,
+    seqs_divided_by_pp=True, kv_reserve_output=True,
     source="tensorrt_llm/bench/build/tuning.py finetune_setting (4096 / pp sequences, "
-           "max_num_tokens <= 32768)")
+           "max_num_tokens <= 32768); capacity scheduler policy GUARANTEED_NO_EVICT "
+           "(the default of executor SchedulerConfig)")
 LLAMA_CPP_SCHEDULER = SchedulerSpec(
     max_num_batched_tokens=2048, chunked_prefill=True, mixed_prefill=True,
     source="llama.cpp common.h (n_batch 2048)")
@@ -69,27 +87,29 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         cpu_overhead_per_step_s=1.5e-3, per_request_overhead_s=20e-3,
         attention="naive", batching="static", kv_memory_fraction=0.95, kv_block_tokens=1,
         kv_prealloc="request", quant_kernel_efficiency=0.5, fused_elementwise=False,
-        supports_fp8=False, source="HF modeling_llama; gpt-fast blog (eager baseline)", **_COMMON),
+        supports_fp8=False, dequant_overlap=False,
+        source="HF modeling_llama; gpt-fast blog (eager baseline); bitsandbytes matmul_4bit "
+               "(more than one row: dequantize_4bit, then a 16-bit matmul)", **_COMMON),
     EngineProfile(
         id="torch-eager", name="Plain PyTorch eager (gpt-fast without compile)",
         kernels_per_layer=40, launch_s=12e-6, graph_launch_s=0.0,
         cpu_overhead_per_step_s=0.3e-3, per_request_overhead_s=5e-3,
         attention="flash", batching="static", kv_memory_fraction=0.92, kv_block_tokens=1,
-        kv_prealloc="max_context", quant_kernel_efficiency=0.6, fused_elementwise=False,
+        quant_kernel_efficiency=0.6, fused_elementwise=False, **_STATIC_CACHE,
         source="gpt-fast model.py; PyTorch dispatch overhead", **_COMMON),
     EngineProfile(
         id="torch-graph", name="PyTorch with CUDA graphs (unfused kernels)",
         kernels_per_layer=40, launch_s=0.0, graph_launch_s=30e-6,
         cpu_overhead_per_step_s=0.2e-3, per_request_overhead_s=5e-3,
         attention="flash", batching="static", kv_memory_fraction=0.92, kv_block_tokens=1,
-        kv_prealloc="max_context", quant_kernel_efficiency=0.6, fused_elementwise=False,
+        quant_kernel_efficiency=0.6, fused_elementwise=False, **_STATIC_CACHE,
         source="PyTorch CUDA graphs blog 2021", **_COMMON),
     EngineProfile(
         id="torch-compile", name="torch.compile (mode=reduce-overhead, gpt-fast)",
         kernels_per_layer=14, launch_s=0.0, graph_launch_s=30e-6,
         cpu_overhead_per_step_s=0.15e-3, per_request_overhead_s=5e-3,
         attention="flash", batching="static", kv_memory_fraction=0.92, kv_block_tokens=1,
-        kv_prealloc="max_context", quant_kernel_efficiency=0.85, fused_elementwise=True,
+        quant_kernel_efficiency=0.85, fused_elementwise=True, **_STATIC_CACHE,
         source="gpt-fast blog 2023 (int8/int4 weight-only kernels)", **_COMMON),
     EngineProfile(
         id="vllm", name="vLLM (V1, CUDA graphs, paged attention)",
@@ -119,8 +139,9 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         kernels_per_layer=15, launch_s=0.0, graph_launch_s=50e-6,
         cpu_overhead_per_step_s=0.5e-3, per_request_overhead_s=10e-3,
         attention="flash", batching="continuous", kv_memory_fraction=0.95, kv_block_tokens=1,
-        kv_prealloc="max_context", quant_kernel_efficiency=0.8, fused_elementwise=True,
-        supports_fp8=False, source="llama.cpp server README (n_ctx per slot); CUDA graphs PR #6766",
+        kv_prealloc="pool", kv_prealloc_tokens=LLAMA_CPP_N_CTX, quant_kernel_efficiency=0.8,
+        fused_elementwise=True, supports_fp8=False,
+        source="llama.cpp server README (n_ctx shared by the slots); CUDA graphs PR #6766",
         scheduler=LLAMA_CPP_SCHEDULER, **_COMMON),
 ]}
 

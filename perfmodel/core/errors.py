@@ -28,7 +28,8 @@ class SpecFileError(PerfModelError):
 def closest(query: str, known: list[str], n: int = 5) -> list[str]:
     """Close ids by edit similarity and by shared prefix; never used to pick one silently."""
     q = query.lower().strip()
-    hits = difflib.get_close_matches(q, known, n=n, cutoff=0.5)
+    hits = [k for k in sorted(known) if q and k.startswith(q)][:n]   # 'h100' -> h100-* first
+    hits += [k for k in difflib.get_close_matches(q, known, n=n, cutoff=0.5) if k not in hits]
     for k in sorted(known):
         if len(hits) >= n:
             break

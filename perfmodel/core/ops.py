@@ -88,11 +88,29 @@ def expected_experts(num_experts: int, k: int, tokens):
 
 
 def kv_bytes_per_token_layer(m: ModelSpec, p: Precision) -> float:
-    """Bytes cached per token per layer: 2*K*H*bytes (K and V), or MLA's latent
-    (kv_lora_rank + qk_rope_head_dim)*bytes (DeepSeek-V2 sec. 2.1.2)."""
+    """Bytes cached per token per softmax-attention layer: 2*K*H*bytes (K and V), or MLA's
+    latent (kv_lora_rank + qk_rope_head_dim)*bytes (DeepSeek-V2 sec. 2.1.2), plus a DSA
+    indexer key of index_head_dim (kept in the KV format here; DeepSeek stores it in fp8)."""
+    index = m.sparse_attention.index_head_dim if m.sparse_attention is not None else 0
     if m.mla is not None:
-        return (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * p.kv.bytes_per_element
-    return 2 * m.num_kv_heads * m.head_dim * p.kv.bytes_per_element
+        return (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim + index) * p.kv.bytes_per_element
+    return (2 * m.num_kv_heads * m.head_dim + index) * p.kv.bytes_per_element
+
+
+LINEAR_ATTENTION_OP = "linear_attention"   # its state is split by heads over TP, never replicated
+
+
+def linear_state_bytes_per_layer(m: ModelSpec, p: Precision) -> float:
+    """Constant per-sequence state of one linear-attention layer: Hv value heads x
+    (key_dim x value_dim) recurrent matrix, plus the conv window (kernel-1) x conv_dim,
+    in the KV format (vLLM keeps the state in the model dtype by default: an assumption)."""
+    la = m.linear_attention
+    if la is None:
+        return 0.0
+    conv_dim = 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads * la.value_head_dim
+    return ((la.num_value_heads * la.key_head_dim * la.value_head_dim   # recurrent state S
+             + (la.conv_kernel - 1) * conv_dim)                         # causal conv window
+            * p.kv.bytes_per_element)
 
 
 def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
@@ -183,24 +201,30 @@ def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
 def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
     """Attention core per layer kind (full / sliding window).
 
-    Each new token i (0..T-1) attends to S + i + 1 positions (causal), so the
-    query-key pairs are T*S + T*(T+1)/2 per sequence; FLOPs 4*B*pairs*N*H (QK^T and PV).
+    Each new token i (0..T-1) attends to S + i + 1 positions (causal), at most W in a
+    sliding-window layer, so the query-key pairs per sequence are sum_i min(S+i+1, W):
+    with n = clip(W - S, 0, T) tokens below the window, n*S + n(n+1)/2 + (T-n)*W
+    (full attention: n = T, T*S + T*(T+1)/2); FLOPs 4*B*pairs*N*H (QK^T and PV).
     KV read: B*(S+T) cached tokens * bytes per token per layer; KV write: B*T tokens.
     """
-    L = m.num_layers
     windowed = m.sliding_window_layers
-    groups = [(L - windowed, None), (windowed, m.sliding_window)]
+    groups = [(m.num_full_attention_layers, None), (windowed, m.sliding_window)]
     kv_tok = kv_bytes_per_token_layer(m, p)
-    result = []
+    index_tok = 0.0
+    result = _linear_attention(m, p, B, T)
+    if m.sparse_attention is not None:
+        result.append(_indexer(m, p, B, T, S, m.num_full_attention_layers))
+        index_tok = m.sparse_attention.index_head_dim * p.kv.bytes_per_element
     for n_layers, window in groups:
         if n_layers == 0:
             continue
         ctx = S if window is None else np.minimum(S, window)   # cached tokens visible
-        pairs = T * ctx + T * (T + 1) / 2                       # query-key pairs per sequence
-        if window is not None:
-            pairs = np.minimum(pairs, T * window)
+        pairs = _causal_pairs(T, S, window)                     # query-key pairs per sequence
+        if m.sparse_attention is not None:   # DSA: each query attends to its top-k tokens
+            pairs = np.minimum(pairs, T * m.sparse_attention.index_topk)
+            ctx = np.minimum(ctx, m.sparse_attention.index_topk)
         flops = B * pairs * 4.0 * m.num_heads * m.head_dim * n_layers
-        kv_read = B * (ctx + T) * kv_tok * n_layers
+        kv_read = B * (ctx + T) * (kv_tok - index_tok) * n_layers   # the indexer reads its keys
         kv_write = B * T * kv_tok * n_layers
         act = B * T * 2 * m.num_heads * m.head_dim * ACT_BYTES * n_layers   # q in, o out
         if m.mla is not None:
@@ -255,6 +279,46 @@ def _mla_core(m: ModelSpec, B, T, ctx, pairs):
     expanded = 2 * B * (ctx + T) * N * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
     use_dec = f_dec < f_abs
     return np.where(use_dec, f_dec, f_abs), np.where(use_dec, expanded * ACT_BYTES, 0.0)
+
+
+def _causal_pairs(T, S, window: int | None):
+    """sum over i in 0..T-1 of min(S + i + 1, W) (W = infinity without a window)."""
+    if window is None:
+        return T * S + T * (T + 1) / 2
+    n = np.clip(window - S, 0.0, T)          # new tokens that see fewer than W positions
+    return n * S + n * (n + 1) / 2 + (T - n) * window
+
+
+def _linear_attention(m: ModelSpec, p: Precision, B, T) -> list[Op]:
+    """Gated DeltaNet core (Yang et al. 2024, arXiv:2412.06464), per layer and value head:
+    decay, S^T k, the rank-1 delta update and S^T q are ~3 matrix-vector products of the
+    key_dim x value_dim state, 6*dk*dv FLOPs per token; the state is read once and written
+    once per sequence per step (the chunked prefill kernel keeps chunk states on chip)."""
+    la = m.linear_attention
+    if la is None:
+        return []
+    n = la.num_layers
+    state = linear_state_bytes_per_layer(m, p)
+    flops = B * T * la.num_value_heads * 6.0 * la.key_head_dim * la.value_head_dim * n
+    width = 2 * la.num_key_heads * la.key_head_dim + 2 * la.num_value_heads * la.value_head_dim
+    return [Op(LINEAR_ATTENTION_OP, "attention",
+               OpCost(flops=flops, act_bytes=B * T * width * ACT_BYTES * n,
+                      kv_read_bytes=B * state * n * np.ones_like(T),
+                      kv_write_bytes=B * state * n * np.ones_like(T), kernels=3.0 * n),
+               rows=B * T)]
+
+
+def _indexer(m: ModelSpec, p: Precision, B, T, S, n_layers: int) -> Op:
+    """DSA lightning indexer: every query scores all S+i+1 visible tokens with index_n_heads
+    heads of index_head_dim (2*heads*dim FLOPs per pair) and reads every cached index key."""
+    sa = m.sparse_attention
+    pairs = T * S + T * (T + 1) / 2
+    key_bytes = sa.index_head_dim * p.kv.bytes_per_element
+    return Op("indexer", "attention",
+              OpCost(flops=B * pairs * 2.0 * sa.index_n_heads * sa.index_head_dim * n_layers,
+                     act_bytes=B * T * sa.index_n_heads * sa.index_head_dim * ACT_BYTES * n_layers,
+                     kv_read_bytes=B * (S + T) * key_bytes * n_layers, kernels=2.0 * n_layers),
+              rows=B * T)
 
 
 def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:

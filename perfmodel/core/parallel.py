@@ -21,7 +21,7 @@ import numpy as np
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.expert_load import expert_load_ratios
-from perfmodel.core.ops import ACT_BYTES, Op, ops
+from perfmodel.core.ops import ACT_BYTES, LINEAR_ATTENTION_OP, Op, ops
 from perfmodel.core.specs import (Deployment, Efficiency, HardwareSpec, LinkSpec, ModelSpec,
                                   Precision)
 
@@ -89,10 +89,11 @@ def shard(op_list: list[Op], m: ModelSpec, dep: Deployment, tokens=1.0) -> list[
     for op in op_list:
         c = op.cost
         kernels = c.kernels
+        op_rep = 1.0 if op.name == LINEAR_ATTENTION_OP else rep   # recurrent state: split by heads
         cost = c * (1.0 / tp)
         cost = replace(cost, kernels=kernels,
-                       kv_read_bytes=c.kv_read_bytes * rep / tp,
-                       kv_write_bytes=c.kv_write_bytes * rep / tp)
+                       kv_read_bytes=c.kv_read_bytes * op_rep / tp,
+                       kv_write_bytes=c.kv_write_bytes * op_rep / tp)
         elements = op.weight_elements / tp
         if op.name == "experts" and dep.ep > 1:
             cost = replace(cost, flops=cost.flops * load, act_bytes=cost.act_bytes * load,

@@ -19,6 +19,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from perfmodel.core.engines import ENGINES
+from perfmodel.core.files import load_mapping
 from perfmodel.core.errors import SpecFileError, pydantic_message
 from perfmodel.core.specs import Efficiency, EngineProfile, Spec
 
@@ -45,16 +46,9 @@ class Profile(Spec):
 def load_profile(path: str | Path) -> Profile:
     """Parse a profile; errors name the file and the field."""
     p = Path(path)
+    data = load_mapping(p, what="profile", fmt="yaml")
     try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL byte
-        raise SpecFileError(f"{p}: cannot read profile ({getattr(exc, 'strerror', None) or exc})") from None
-    except yaml.YAMLError as exc:
-        raise SpecFileError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise SpecFileError(f"{p}: a profile must be a YAML mapping")
-    try:
-        prof = Profile(**data)
+        prof = Profile.model_validate(data)
     except ValidationError as exc:
         raise SpecFileError(f"{p}: {pydantic_message(exc)}") from None
     for eng, over in prof.engines.items():

@@ -55,6 +55,8 @@ class NumberFormat(Spec):
             return f"{self.name}-g{self.group_size}"
         if self.group_size and self.name == "fp8":
             return f"fp8-b{round(self.group_size ** 0.5)}"
+        if self.bits != _BITS[self.name]:   # a GGUF type: its average bits per weight
+            return f"{self.name}@{self.bits:g}bpw"
         return self.name
 
 
@@ -64,8 +66,38 @@ _BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "fp
 _DEFAULT_GROUP = {"int4": (128, 20.0), "fp4": (32, 8.0)}
 
 
+# GGUF (llama.cpp) tensor types -> bits per weight, block scales included. Single types from
+# the ggml block layouts (ggml-common.h; k-quants in llama.cpp PR #1684): q4_0 = 32 x 4 bit +
+# fp16 scale = 4.5, q4_1 adds an fp16 min = 5.0, q5_0 5.5, q5_1 6.0, q8_0 = 32 x 8 bit + fp16
+# scale = 8.5; k-quant super-blocks of 256: q2_k 2.5625, q3_k 3.4375, q4_k 4.5, q5_k 5.5,
+# q6_k 6.5625. Mixes (_s/_m/_l give some tensors more bits) -> their whole-model average in
+# llama.cpp tools/quantize/README.md (Llama 2 7B column): q2_k 3.35, q3_k_s 3.50, q3_k_m 3.91,
+# q3_k_l 4.27, q4_k_s 4.58, q4_k_m 4.84, q5_k_s 5.52, q5_k_m 5.68, q6_k 6.56.
+GGUF_BITS_PER_WEIGHT = {
+    "q4_0": 4.5, "q4_1": 5.0, "q5_0": 5.5, "q5_1": 6.0, "q8_0": 8.5,
+    "q2_k": 3.35, "q3_k_s": 3.50, "q3_k_m": 3.91, "q3_k_l": 4.27, "q4_k_s": 4.58,
+    "q4_k_m": 4.84, "q5_k_s": 5.52, "q5_k_m": 5.68, "q6_k": 6.56,
+    "q3_k": 3.4375, "q4_k": 4.5, "q5_k": 5.5,
+}
+_GGUF_FLOAT = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
+
+
+def parse_gguf(text: str) -> NumberFormat | None:
+    """A GGUF type name ('q4_k_m', 'Q8_0', 'f16') as a NumberFormat carrying its real bits per
+    weight (scales included, so no separate group scale), or None if it is not one. Below 6
+    bits the family is int4, else int8 (weight-only: matmuls run in 16 bits)."""
+    s = str(text).strip().lower().replace("-", "_")
+    if s in _GGUF_FLOAT:
+        return parse_format(_GGUF_FLOAT[s])
+    bpw = GGUF_BITS_PER_WEIGHT.get(s)
+    if bpw is None:
+        return None
+    return NumberFormat(name="int4" if bpw < 6.0 else "int8", bits=bpw)
+
+
 def parse_format(text: str) -> NumberFormat:
-    """Parse 'bf16', 'fp8', 'int4', 'int4-g64', 'fp4-g16' into a NumberFormat.
+    """Parse 'bf16', 'fp8', 'int4', 'int4-g64', 'fp4-g16' or a GGUF type ('q4_k_m', 'q8_0',
+    'f16') into a NumberFormat.
 
     Raises ValueError with the accepted names on anything else.
     """
@@ -75,11 +107,15 @@ def parse_format(text: str) -> NumberFormat:
         # DeepSeek-V3-style block scaling: one fp32 scale per b x b weight block
         # (config.json quantization_config.weight_block_size [128, 128])
         return NumberFormat(name="fp8", bits=8, group_size=int(block.group(1)) ** 2, scale_bits=32.0)
+    gguf = parse_gguf(s) if s not in PRECISION_NAMES else None
+    if gguf is not None:
+        return gguf
     m = re.fullmatch(r"(fp32|bf16|fp16|fp8|int8|int4|fp4)(?:-g(\d+))?", s)
     if not m:
         raise ValueError(
             f"unknown precision {text!r}; use one of {', '.join(PRECISION_NAMES)} "
-            "(int4/fp4 take an optional group size, e.g. int4-g128)")
+            "(int4/fp4 take an optional group size, e.g. int4-g128) or a GGUF type "
+            "(f16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, ...)")
     name, group = m.group(1), m.group(2)
     if group is not None and name not in ("int4", "fp4", "int8"):
         raise ValueError(f"precision {text!r}: a group size applies only to int4, int8 or fp4")
@@ -218,6 +254,30 @@ class MLASpec(Spec):
     v_head_dim: int = Field(gt=0, description="Per-head value dim.")
 
 
+class LinearAttentionSpec(Spec):
+    """Linear-attention layers with a constant-size recurrent state instead of a KV cache
+    (Gated DeltaNet: Qwen3-Next, Qwen3.5; Yang et al. 2024, arXiv:2412.06464). HF config keys
+    linear_num_key_heads, linear_num_value_heads, linear_key_head_dim, linear_value_head_dim,
+    linear_conv_kernel_dim; the other layers are full attention."""
+
+    num_layers: int = Field(gt=0, description="How many layers are linear attention.")
+    num_key_heads: int = Field(gt=0, description="Query/key heads of the linear layers.")
+    num_value_heads: int = Field(gt=0, description="Value heads; each keeps a key_dim x value_dim state.")
+    key_head_dim: int = Field(gt=0, description="Per-head query/key dim.")
+    value_head_dim: int = Field(gt=0, description="Per-head value dim.")
+    conv_kernel: int = Field(default=4, gt=0, description="Causal depthwise conv width on q/k/v.")
+
+
+class SparseAttentionSpec(Spec):
+    """Top-k token selection by a lightweight indexer (DeepSeek Sparse Attention, DeepSeek-V3.2
+    tech report; GLM-5): every query attends to at most index_topk cached tokens, while the
+    indexer scores all of them with index_n_heads small heads and caches one index key per token."""
+
+    index_topk: int = Field(gt=0, description="Tokens each query attends to (at most).")
+    index_n_heads: int = Field(gt=0, description="Indexer heads.")
+    index_head_dim: int = Field(gt=0, description="Indexer head dim (one cached key per token per layer).")
+
+
 class ModelSpec(Spec):
     """A decoder-only transformer's architecture (Hugging Face config values)."""
 
@@ -243,6 +303,13 @@ class ModelSpec(Spec):
     checkpoint_weights: str | None = Field(
         default=None, description="Weight formats of the published checkpoint in --weights "
         "syntax (e.g. 'bf16,experts=fp4' for gpt-oss), from its quantization_config.")
+    attention_output_gate: bool = Field(
+        default=False, description="q_proj also emits a sigmoid gate on the attention output "
+        "(Qwen3-Next/Qwen3.5 attn_output_gate): N*H more outputs.")
+    linear_attention: LinearAttentionSpec | None = Field(
+        default=None, description="Linear-attention (recurrent-state) layers, if any.")
+    sparse_attention: SparseAttentionSpec | None = Field(
+        default=None, description="Indexer-selected top-k attention (DSA), if any.")
     published_params: float | None = Field(default=None, gt=0, description="Published total parameters.")
     published_active_params: float | None = Field(
         default=None, gt=0, description="Published active parameters per token (MoE).")
@@ -262,7 +329,19 @@ class ModelSpec(Spec):
             raise ValueError("moe.num_dense_layers exceeds num_layers")
         if self.checkpoint_weights is not None:
             Precision.of(self.checkpoint_weights)   # ValueError names what is wrong
+        if self.num_full_attention_layers < 0:
+            raise ValueError(f"linear_attention.num_layers + sliding_window_layers exceed "
+                             f"num_layers={self.num_layers}")
         return self
+
+    @property
+    def num_linear_attention_layers(self) -> int:
+        return 0 if self.linear_attention is None else self.linear_attention.num_layers
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        """Layers with a KV cache of every token (not windowed, not linear)."""
+        return self.num_layers - self.sliding_window_layers - self.num_linear_attention_layers
 
     @property
     def attention_kind(self) -> Literal["mha", "gqa", "mqa", "mla"]:
@@ -369,6 +448,10 @@ class SchedulerSpec(Spec):
     prefill_first: bool = Field(
         default=False, description="Waiting prompts are prefilled before the running decodes "
         "step again (SGLang); False: decodes first, prompts fill the rest of the budget (vLLM).")
+    kv_reserve_output: bool = Field(
+        default=False, description="A request is admitted only if the KV blocks of its whole "
+        "prompt + output fit (TensorRT-LLM GUARANTEED_NO_EVICT); False: blocks on demand, "
+        "preempting when they run out (vLLM, SGLang).")
     seqs_divided_by_pp: bool = Field(
         default=False, description="max_num_seqs is shared by the pipeline stages (trtllm-bench).")
     small_gpu_bytes: float | None = Field(
@@ -412,12 +495,21 @@ class EngineProfile(Spec):
         default="total", description="kv_memory_fraction applies to all device memory (vLLM, "
         "SGLang) or to what is free after weights and activations (TensorRT-LLM).")
     kv_block_tokens: int = Field(ge=1, description="KV page size in tokens (1: contiguous per token).")
-    kv_prealloc: Literal["none", "max_context", "request"] = Field(
-        default="request", description="Contiguous engines reserve KV for the whole sequence.")
+    kv_prealloc: Literal["none", "max_context", "request", "pool"] = Field(
+        default="request", description="What KV memory a sequence holds: 'request' its own "
+        "context; 'max_context' a static cache of kv_prealloc_tokens per sequence whatever the "
+        "request; 'pool' one pool of kv_prealloc_tokens split among the running sequences "
+        "(llama.cpp n_ctx over its slots). See memory.held_context.")
+    kv_prealloc_tokens: int | None = Field(
+        default=None, ge=1, description="Tokens reserved by 'max_context' (per sequence) or "
+        "'pool' (in all), capped at the model's max context; None: the model's max context.")
     quant_kernel_efficiency: float = Field(
         gt=0, le=1, description="Bandwidth efficiency of low-bit weight kernels relative to 16-bit.")
     dequant_flops_per_weight: float = Field(
         ge=0, description="Extra FLOPs per weight element per token row for weight-only dequant.")
+    dequant_overlap: bool = Field(
+        default=True, description="Low-bit weights are dequantized inside the matmul, overlapped "
+        "with it (Marlin/Machete-class kernels); False: dequantized first, multiplied after.")
     fused_elementwise: bool = Field(description="Norm/rotary/activation fused into neighbours.")
     elementwise_traffic: float | None = Field(
         default=None, gt=0,

@@ -103,3 +103,15 @@ def profile_file(ref: str) -> tuple[str, object]:
 
     path = profile_target(ref)
     return Path(path).read_text(encoding="utf-8"), load_profile(path)
+
+
+@st.cache_data(**CACHE)
+def simulate(key: str, levels: tuple[int, ...], num_requests: int, range_ratio: float,
+             prefix_hit: float):
+    """perfmodel.api.serve: a simulated closed-loop benchmark at each level, with timelines."""
+    from perfmodel import api
+
+    scn = UIScenario.from_key(key)
+    return api.serve(**api_kwargs(scn), prompt_tokens=scn.prompt, output_tokens=scn.output,
+                     concurrencies=list(levels), num_requests=num_requests or None,
+                     range_ratio=range_ratio, prefix_hit=prefix_hit, timeline=True)

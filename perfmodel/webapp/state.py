@@ -21,9 +21,10 @@ from typing import Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfmodel.core.errors import PerfModelError, pydantic_message
+from perfmodel.core.files import SPEC_MAX_BYTES, parse_text
 
 UPLOAD_PREFIX = "upload:"
-MAX_UPLOAD_BYTES = 2_000_000        # config.json / YAML files are a few kB
+MAX_UPLOAD_BYTES = SPEC_MAX_BYTES   # config.json / YAML files are a few kB; loaders cap there too
 MAX_TOKENS = 10_000_000             # widget bound; the model's own context limit is checked by perfmodel
 MAX_BATCH = 1_000_000
 MAX_GPUS = 4096
@@ -94,6 +95,17 @@ class UIScenario(BaseModel):
     calib_raw: str = Field(default="", pattern=_ID,
                            description="Calibration: a calibrate/data raw name or an upload ref.")
     calib_gpu: str = Field(default="", pattern=_ID, description="Calibration: card id ('' = from the raw).")
+    serve_levels: str = Field(default="1,4,16,64", pattern=_ID,
+                              description="Serving run: concurrency levels.")
+    serve_requests: int = Field(default=0, ge=0, le=100_000,
+                                description="Serving run: requests per level (0: the simulator's "
+                                            "default per concurrency).")
+    serve_range_ratio: float = Field(default=1.0, gt=0.0, le=1.0,
+                                     description="Serving run: lengths uniform in [ratio x, x].")
+    serve_prefix_hit: float = Field(default=0.0, ge=0.0, lt=1.0,
+                                    description="Serving run: share of prompt tokens cached.")
+    serve_level: int = Field(default=0, ge=0, le=MAX_BATCH,
+                             description="Serving run: level whose timeline is shown (0: largest).")
 
     def key(self, *page_fields: str) -> str:
         """Canonical JSON of the core fields (model ... profile) plus the named page fields:
@@ -105,6 +117,19 @@ class UIScenario(BaseModel):
     @classmethod
     def from_key(cls, key: str) -> "UIScenario":
         return cls.model_validate_json(key)
+
+
+def levels_of(text: str) -> tuple[int, ...]:
+    """'1, 4,16' -> (1, 4, 16): sorted distinct concurrency levels, or a one-line error."""
+    try:
+        out = tuple(sorted({int(x) for x in text.replace(" ", "").split(",") if x}))
+    except ValueError:
+        raise PerfModelError(f"concurrency levels {text!r}: use integers separated by commas") from None
+    if not out:
+        raise PerfModelError("give at least one concurrency level")
+    if out[0] < 1:
+        raise PerfModelError(f"concurrency levels must be positive, got {out[0]}")
+    return out
 
 
 DEFAULT = UIScenario()
@@ -313,10 +338,11 @@ def to_json(scn: UIScenario) -> str:
 
 def from_json(data: bytes | str) -> UIScenario:
     """Parse a downloaded scenario; stores embedded uploads. Raises PerfModelError."""
-    try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise PerfModelError(f"scenario file is not JSON ({str(exc).splitlines()[0][:80]})") from None
+    if isinstance(data, bytes):
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise PerfModelError(f"scenario file is over the {MAX_UPLOAD_BYTES:,}-byte limit")
+        data = data.decode("utf-8", errors="replace")
+    doc = parse_text(data, where="scenario file", fmt="json", mapping=False)
     if not isinstance(doc, dict) or doc.get("kind") != JSON_KIND:
         raise PerfModelError(f"not a scenario file: expected \"kind\": \"{JSON_KIND}\"")
     fields = doc.get("scenario")

@@ -11,7 +11,6 @@ own measured peaks, since a CPU has no hardware_db entry (see cpu_hardware).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -19,7 +18,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from perfmodel.core.errors import PerfModelError, SpecFileError, pydantic_message
+from perfmodel.core.files import load_data
+from perfmodel.core.errors import PerfModelError, pydantic_message
 from perfmodel.core.hardware import list_gpus, load_gpu
 from perfmodel.core.specs import HardwareSpec, ModelSpec
 from perfmodel.core.units import GB
@@ -50,15 +50,7 @@ MAX_CONTEXT = 1 << 20   # the bench shape has no context limit; any length it ra
 def read_raw(path: str | Path) -> dict:
     """Parse a raw JSON file; a cut-off file is reported as such."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecFileError(f"{p}: cannot read raw results ({getattr(exc, 'strerror', None) or exc})") from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise SpecFileError(f"{p}: not valid JSON (truncated file?): {exc}") from None
-    return data
+    return load_data(p, what="raw results", fmt="json")
 
 
 def _need(obj: Any, key: str, where: str) -> Any:

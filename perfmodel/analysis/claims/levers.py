@@ -65,6 +65,12 @@ LEVERS: tuple[Lever, ...] = (
           "the task itself (lengths): not a speed-up"),
 )
 LEVER_NAMES = tuple(lv.name for lv in LEVERS)
+# Levers that change what the user gets (another model answers), not how fast the system
+# serves the same model: reported apart from the system optimizations, with OUTPUT_CAVEAT.
+OUTPUT_LEVERS = ("model", "routing")
+OUTPUT_CAVEAT = ("a smaller model, or routing requests to one, changes what the user gets: "
+                 "its speed-up holds only if its answers are good enough, which a performance "
+                 "model cannot tell")
 _BY_NAME = {lv.name: lv for lv in LEVERS}
 WEAK_ENGINES = ("hf-eager", "torch-eager")
 SERVING_ENGINES = ("torch-compile", "vllm", "sglang", "trtllm")

@@ -14,6 +14,7 @@ from perfmodel.analysis.claims.attribute import attribute
 from perfmodel.analysis.claims.explain import explain
 from perfmodel.analysis.claims.inverse import solve
 from perfmodel.analysis.claims.metrics import evaluate
+from perfmodel.core.engines import STATIC_CACHE_TOKENS
 from perfmodel.analysis.claims.presets import PresetReport, Rows, ratio_text, register
 from perfmodel.analysis.claims.scenario import Scenario, fill, hardware, revise
 from perfmodel.core.units import GB, KiB
@@ -67,12 +68,13 @@ def build(*, search: bool = True) -> PresetReport:
           f"{ratio_text(17.2, b.memory_bytes / GB)}: FP16 weights "
           f"{q.weight_bytes(BASE) / GB:.1f} GB + KV + activations + runtime reserve")
     free = b.capacity_bytes - b.memory_bytes
-    per_token = q.kv_bytes("llama-3.1-8b", "fp16", 1)
+    reserved = STATIC_CACHE_TOKENS
+    held = q.kv_bytes("llama-3.1-8b", "fp16", reserved)
     r.add("baseline", "largest batch that fits", "sequences", 1, b.max_batch,
           f"one 700-token sequence holds {q.kv_bytes('llama-3.1-8b', 'fp16', 700) / GB:.2f} GB "
-          f"of KV, so {b.max_batch} fit; 'batch 1 only' holds if each sequence reserves more "
-          f"than the {free / GB:.1f} GB left at batch 1 ({free / per_token:.0f} tokens of KV, "
-          "e.g. a preallocated maximum context)")
+          f"of KV, but a static-cache engine reserves {held / GB:.1f} GB per sequence "
+          f"({reserved} tokens, engines.STATIC_CACHE_TOKENS) whatever the request, so "
+          f"{b.max_batch} fit ({free / GB:.1f} GB left at batch 1)")
     c = ev[COMPILED.name]
     r.add("graph compile", "decode per user", "tok/s", 34.9, c.value(METRIC),
           ratio_text(34.9, c.value(METRIC)))

@@ -19,7 +19,6 @@ levers.py move these fields; metrics.py evaluates a filled scenario with the tim
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -30,6 +29,7 @@ from pydantic import Field, ValidationError, model_validator
 from perfmodel.core.catalog import list_models, load_model
 from perfmodel.core.efficiency import default_efficiency
 from perfmodel.core.engines import load_engine
+from perfmodel.core.files import load_mapping
 from perfmodel.core.errors import PerfModelError, SpecFileError, pydantic_message
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.params import count_params
@@ -312,17 +312,7 @@ def _fill_speculative(sc: Scenario, m: ModelSpec, notes: list[str]) -> Speculati
 def load_scenario(path: str | Path) -> Scenario:
     """Read a scenario from YAML or JSON; errors name the file and the field."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, ValueError) as exc:
-        raise SpecFileError(f"{p}: cannot read ({exc})") from None
-    try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError, RecursionError) as exc:
-        raise SpecFileError(f"{p}: does not parse ({str(exc).splitlines()[0] if str(exc) else exc})") \
-            from None
-    if not isinstance(data, dict):
-        raise SpecFileError(f"{p}: expected a mapping of scenario fields, got {type(data).__name__}")
+    data = load_mapping(p, what="scenario", fmt="auto")
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:

@@ -22,7 +22,6 @@ at concurrency > 1, which the fit then reads as overhead; fit on concurrency 1 f
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfmodel.api import resolve
 from perfmodel.analysis.calibration.stats import ratio_errors
+from perfmodel.core.files import DATA_MAX_BYTES, load_mapping
 from perfmodel.core.errors import PerfModelError, SpecFileError, pydantic_message
 from perfmodel.analysis.endpoint.run import SCHEMA, BenchmarkRun
 from perfmodel.core.predict import Scenario, request_times
@@ -90,14 +90,7 @@ class EngineFit(BaseModel):
 def load_run(path: str | Path) -> BenchmarkRun:
     """A BenchmarkRun from its JSON; errors name the file and the missing or bad field."""
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except OSError as exc:
-        raise SpecFileError(f"{p}: cannot read run ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SpecFileError(f"{p}: not JSON ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise SpecFileError(f"{p}: a bench-endpoint run is a JSON object")
+    data = load_mapping(p, what="bench-endpoint run", fmt="json", max_bytes=DATA_MAX_BYTES)
     if data.get("schema_version") != SCHEMA:
         got = data.get("schema_version", "no schema_version field")
         raise SpecFileError(f"{p}: schema_version: expected {SCHEMA!r} (a perfmodel "

@@ -25,6 +25,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from perfmodel.core.files import load_mapping
 from perfmodel.core.errors import PerfModelError, SpecFileError, pydantic_message
 
 LEVEL = 0.8
@@ -142,11 +143,9 @@ def save(table: IntervalTable, path: str | Path = INTERVALS_PATH) -> None:
 
 @functools.lru_cache(maxsize=4)
 def _load(path: str, mtime_ns: int) -> IntervalTable:  # noqa: ARG001 - mtime keys the cache
+    data = load_mapping(path, what="intervals", fmt="yaml")
     try:
-        data = yaml.safe_load(Path(path).read_text())
-        return IntervalTable(**data)
-    except (OSError, yaml.YAMLError, TypeError) as exc:
-        raise SpecFileError(f"{path}: cannot read intervals ({exc})") from None
+        return IntervalTable.model_validate(data)
     except ValidationError as exc:
         raise SpecFileError(f"{path}: {pydantic_message(exc)}") from None
 

@@ -20,10 +20,10 @@ name is kept and validate lists the rows as unmapped.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from perfmodel.core.catalog import load_model
+from perfmodel.core.files import load_data
 from perfmodel.core.errors import PerfModelError, SpecFileError
 from perfmodel.core.units import MS
 from perfmodel.analysis.validation.table import Measurement, rows_from_dicts
@@ -144,8 +144,5 @@ def convert_raw(data: dict, source: str = "") -> list[dict[str, str]]:
 def read_raw(path: str | Path) -> list[Measurement]:
     """Measurement rows from one raw JSON file."""
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SpecFileError(f"{p}: cannot read raw results ({exc})") from None
+    data = load_data(p, what="raw results", fmt="json")
     return rows_from_dicts(p.stem, convert_raw(data, source=f"calibrate/data/{p.name}"))

@@ -11,9 +11,10 @@ import re
 from pathlib import Path
 
 from perfmodel.analysis.validation.intervals import IntervalTable
-from perfmodel.analysis.validation.mapping import GGUF_BPW
+from perfmodel.core.specs import GGUF_BITS_PER_WEIGHT as GGUF_BPW
 from perfmodel.analysis.validation.names import ENGINE_NOTES, FRAMEWORK_ENGINES
 from perfmodel.analysis.validation.results import MetricSummary, RowResult, ValidationReport
+from perfmodel.analysis.validation.serving_report import serving_markdown, serving_summary_lines
 
 START, END = "<!-- accuracy:start -->", "<!-- accuracy:end -->"
 UNITS = {"decode_tok_s_per_user": "tok/s", "output_tok_s_total": "tok/s", "ttft_ms": "ms",
@@ -56,6 +57,8 @@ def summary_section(rep: ValidationReport) -> str:
     n_map, n_un = len(rep.rows), len(rep.unmapped)
     out += ["", f"{n_map} rows predicted, {n_un} listed as unmapped with the reason; "
             "details, worst rows and every row in docs/accuracy.md."]
+    if rep.serving is not None:
+        out += [""] + serving_summary_lines(rep.serving)
     return "\n".join(out)
 
 
@@ -134,6 +137,8 @@ def accuracy_markdown(rep: ValidationReport, table: IntervalTable | None = None)
            "## By source", ""]
     for src, summ in rep.summary_by_source.items():
         out += [f"### {src}", ""] + _table(METRIC_HEADER, _metric_rows(summ)) + [""]
+    if rep.serving is not None:
+        out += serving_markdown(rep.serving)
     out += ["## Calibrated beside datasheet-only", ""] + _calibrated(rep) + [""]
     out += ["## Prediction intervals", ""] + _intervals(rep, table) + [""]
     out += ["## By metric x GPU x engine", ""]

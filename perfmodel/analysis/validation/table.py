@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.core.files import DATA_MAX_BYTES, read_text
 from perfmodel.core.errors import SpecFileError
 
 COLUMNS = ("source_url_or_repo_path", "source_kind", "gpu", "num_gpus", "tensor_parallel",
@@ -83,10 +84,7 @@ def rows_from_dicts(dataset: str, records: list[dict[str, str]]) -> list[Measure
 def read_table(path: str | Path) -> list[Measurement]:
     """Read one CSV table; errors name the file and what is wrong."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, ValueError) as exc:
-        raise SpecFileError(f"{p}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    text = read_text(p, what="measurement table", max_bytes=DATA_MAX_BYTES)
     reader = csv.DictReader(io.StringIO(text, newline=""))   # quoted cells may hold newlines
     header = tuple(reader.fieldnames or ())
     missing = [c for c in COLUMNS if c not in header]

@@ -2,7 +2,8 @@
 Hugging Face config.json importer (hf_config.py).
 
 Look-ups are exact: a short id (`llama-3.1-8b`) or a Hugging Face repo id
-(`meta-llama/Llama-3.1-8B`), case-insensitive, or a path to a config.json / .yaml spec.
+(`meta-llama/Llama-3.1-8B`), case-insensitive, a fine-tune alias stated in aliases.py
+(`vicuna-7b` -> llama-2-7b), or a path to a config.json / .yaml spec.
 Anything else raises UnknownIdError listing the closest ids; nothing is picked by substring.
 """
 
@@ -11,14 +12,16 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
+from perfmodel.core.catalog.aliases import ALIASES, alias_of
 from perfmodel.core.catalog.hf_config import load_hf_config
+from perfmodel.core.files import load_mapping
 from perfmodel.core.errors import SpecFileError, UnknownIdError, pydantic_message
 from perfmodel.core.specs import ModelSpec
 
-__all__ = ["catalog_dir", "list_models", "load_model", "load_spec_file", "load_hf_config"]
+__all__ = ["ALIASES", "alias_of", "catalog_dir", "list_models", "load_model", "load_spec_file",
+           "load_hf_config"]
 
 _YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -44,10 +47,13 @@ def load_model(query: str) -> ModelSpec:
     by_repo = {m.hf_repo.lower(): m for m in catalog.values() if m.hf_repo}
     if key in by_repo:
         return by_repo[key]
+    alias = alias_of(key)
+    if alias is not None:
+        return catalog[alias[0]]
     path = Path(q)
     if q and (_exists(path) or path.suffix.lower() in (".json",) + _YAML_SUFFIXES):
         return _load_path(path)
-    raise UnknownIdError("model", q, sorted(catalog))
+    raise UnknownIdError("model", q, sorted(catalog) + sorted(ALIASES))
 
 
 def load_spec_file(path: str | Path) -> ModelSpec:
@@ -63,18 +69,7 @@ def load_spec_file(path: str | Path) -> ModelSpec:
 @functools.lru_cache(maxsize=256)
 def _parse_yaml(path: str, mtime_ns: int) -> ModelSpec:  # noqa: ARG001 - mtime keys the cache
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SpecFileError(f"{p}: cannot read ({exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecFileError(f"{p}: invalid YAML{where} ({getattr(exc, 'problem', exc)})") from None
-    except RecursionError:
-        raise SpecFileError(f"{p}: invalid YAML (nested too deeply)") from None
-    if not isinstance(data, dict):
-        raise SpecFileError(f"{p}: expected a mapping of ModelSpec fields, got {type(data).__name__}")
+    data = load_mapping(p, what="model spec", fmt="yaml")
     try:
         return ModelSpec.model_validate(data)
     except ValidationError as exc:

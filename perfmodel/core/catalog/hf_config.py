@@ -14,7 +14,6 @@ Conventions that are choices, not config values:
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from perfmodel.core.files import load_mapping
 from perfmodel.core.errors import SpecFileError, pydantic_message
 from perfmodel.core.specs import MLASpec, ModelSpec, MoESpec
 
@@ -60,16 +60,7 @@ def load_hf_config(path: str | Path) -> ModelSpec:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, ValueError) as exc:
-        raise SpecFileError(f"{p}: cannot read ({exc})") from None
-    try:
-        cfg = json.loads(text)
-    except ValueError as exc:  # json.JSONDecodeError
-        raise SpecFileError(f"{p}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise SpecFileError(f"{p}: not valid JSON (nested too deeply)") from None
+    cfg = load_mapping(p, what="config.json", fmt="json")
     return spec_from_hf_dict(cfg, p)
 
 

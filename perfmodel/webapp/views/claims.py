@@ -20,6 +20,8 @@ def verdict_box(text: str) -> None:
     low = text.lower()
     if "implausible" in low or "not supported" in low or "beyond" in low:
         st.error(text)
+    elif "changing the model" in low or "weak baseline" in low:
+        st.warning(text)
     elif "plausible" in low or "supported" in low:
         st.success(text)
     else:
@@ -39,6 +41,8 @@ def combinations_table(combos) -> None:
                   "factor (x)": [num(c.factor) for c in combos],
                   "stretch": [num(c.stretch) for c in combos],
                   "verdict": [c.verdict for c in combos],
+                  "kind": [("changes the model: " + ", ".join(c.changes_output))
+                           if c.changes_output else "system" for c in combos],
                   "weak baseline": [", ".join(c.weak_baseline) for c in combos]}, hide_index=True)
 
 
