@@ -181,16 +181,16 @@ def serve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
           num_requests: int | None = None, range_ratio: float = 1.0, prefix_hit: float = 0.0,
           burstiness: float = 1.0, ttft_slo_s: float | None = None,
           tpot_slo_s: float | None = None, timeline: bool = False, seed: int = 0,
-          hardware_dir: str | None = None) -> ServeReport:
+          hardware_dir: str | None = None, dp: int = 1) -> ServeReport:
     """Simulate a serving benchmark: closed loop at each of `concurrencies`, open loop at each
     of `rate_rps`, or a replayed `trace` ((arrival_s, prompt, output) rows or a CSV path).
     Raises PerfModelError on bad input; a level that cannot run says why (fits=False)."""
-    for name, v in (("tp", tp), ("pp", pp), ("ep", ep)):
+    for name, v in (("tp", tp), ("pp", pp), ("ep", ep), ("dp", dp)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
             raise PerfModelError(f"{name} must be a positive integer, got {v!r}")
     check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
     sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv, activations=activations,
-                                        engine=engine, tp=tp, pp=pp, ep=ep, profile=profile,
+                                        engine=engine, tp=tp, pp=pp, ep=ep, dp=dp, profile=profile,
                                         hardware_dir=hardware_dir)
     wls = serve_workloads(prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                           concurrencies=concurrencies, rate_rps=rate_rps, trace=trace,

@@ -261,3 +261,14 @@ def test_two_batch_overlap_hides_the_all_to_all_up_to_the_expert_time():
     a2a = plain["ep_alltoall"]
     assert half["ep_alltoall"] == pytest.approx(a2a - min(0.5 * a2a, plain["experts"]))
     assert half["experts"] == plain["experts"]
+
+
+def test_dp_attention_holds_more_sequences_than_tp_for_mla():
+    # under TP every GPU keeps the whole MLA latent of every sequence (kv_replication); DP
+    # attention splits the sequences over the groups, so KV memory admits more of them
+    from perfmodel.serving.curve import serve_curve
+    kw = dict(weights="fp8", engine="sglang", prompt=2000, output=1000, concurrencies=[64])
+    tp8 = serve_curve("deepseek-v3", "h200-sxm", tp=8, ep=8, **kw)
+    dp8 = serve_curve("deepseek-v3", "h200-sxm", tp=1, dp=8, ep=8, **kw)
+    assert dp8.num_gpus == tp8.num_gpus == 8
+    assert dp8.kv_max_concurrency > 2 * tp8.kv_max_concurrency
