@@ -352,19 +352,19 @@ def serve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
           burstiness: float = 1.0, ttft_slo_s: float | None = None,
           tpot_slo_s: float | None = None, timeline: bool = False, seed: int = 0,
           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
-          hardware_dir: str | None = None) -> ServeReport:
+          hardware_dir: str | None = None, dp: int = 1) -> ServeReport:
     """Simulate a serving benchmark: closed loop at each of `concurrencies`, open loop at each
     of `rate_rps`, or a replayed `trace` ((arrival_s, prompt, output) rows or a CSV path).
     max_num_seqs / max_num_batched_tokens override the engine's scheduler limits (as the
     engines' flags of those names do). Raises PerfModelError on bad input; a level that
     cannot run says why (fits=False)."""
-    for name, v in (("tp", tp), ("pp", pp), ("ep", ep), ("max_num_seqs", max_num_seqs or 1),
+    for name, v in (("tp", tp), ("pp", pp), ("ep", ep), ("dp", dp), ("max_num_seqs", max_num_seqs or 1),
                     ("max_num_batched_tokens", max_num_batched_tokens or 1)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
             raise PerfModelError(f"{name} must be a positive integer, got {v!r}")
     check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
     sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv, activations=activations,
-                                        engine=engine, tp=tp, pp=pp, ep=ep, profile=profile,
+                                        engine=engine, tp=tp, pp=pp, ep=ep, dp=dp, profile=profile,
                                         hardware_dir=hardware_dir)
     sc = with_scheduler(sc, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
     wls = serve_workloads(prompt_tokens=prompt_tokens, output_tokens=output_tokens,

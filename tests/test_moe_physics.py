@@ -250,3 +250,26 @@ def test_parallel_layouts_give_a_finite_result_or_a_clean_error(model, gpu, tp, 
         return
     assert isinstance(r, api.RequestEstimate)
     assert all(math.isfinite(v) and v > 0 for v in (r.ttft_s, r.tpot_s, r.e2e_s))
+
+
+def test_two_batch_overlap_hides_the_all_to_all_up_to_the_expert_time():
+    m, hw = load_model("deepseek-v3"), load_gpu("h200-sxm")
+    eff, eng = default_efficiency(hw), ENGINES["sglang"]
+    p, dep = Precision.of("fp8"), Deployment(tp=1, dp=8, ep=8)
+    plain = {o.name: o.time_s for o in step_time(m, hw, p, eng, eff, 256, 1, 2048, dep=dep).ops}
+    tbo = eng.model_copy(update={"moe_comm_overlap": 0.5})
+    half = {o.name: o.time_s for o in step_time(m, hw, p, tbo, eff, 256, 1, 2048, dep=dep).ops}
+    a2a = plain["ep_alltoall"]
+    assert half["ep_alltoall"] == pytest.approx(a2a - min(0.5 * a2a, plain["experts"]))
+    assert half["experts"] == plain["experts"]
+
+
+def test_dp_attention_holds_more_sequences_than_tp_for_mla():
+    # under TP every GPU keeps the whole MLA latent of every sequence (kv_replication); DP
+    # attention splits the sequences over the groups, so KV memory admits more of them
+    from perfmodel.serving.curve import serve_curve
+    kw = dict(weights="fp8", engine="sglang", prompt=2000, output=1000, concurrencies=[64])
+    tp8 = serve_curve("deepseek-v3", "h200-sxm", tp=8, ep=8, **kw)
+    dp8 = serve_curve("deepseek-v3", "h200-sxm", tp=1, dp=8, ep=8, **kw)
+    assert dp8.num_gpus == tp8.num_gpus == 8
+    assert dp8.kv_max_concurrency > 2 * tp8.kv_max_concurrency

@@ -72,13 +72,17 @@ class Op:
     weight_elements: FloatArray = 0.0  # elements read (for dequantization cost)
     per_layer: bool = True        # occurs in every layer (TP/PP shard it)
     window: int | None = field(default=None)
+    group: str = ""               # weight group (core/params.py): selects a module's format
 
 
 def weight_bpe(m: ModelSpec, p: Precision, group: str) -> float:
-    """Bytes per weight element: matmul weights at the chosen precision; embeddings,
-    norms and routers at 16 bits unless weights are fp32 (the usual GPTQ/AWQ/FP8 recipe)."""
+    """Bytes per weight element: matmul weights at their module's precision; embeddings,
+    norms and routers at 16 bits unless weights are fp32 (the usual GPTQ/AWQ/FP8 recipe)
+    or the embedding module names its own format."""
     if group in ("attention", "mlp", "experts", "shared_experts"):
-        return p.weights.bytes_per_element
+        return p.for_group(group).weights.bytes_per_element
+    if group in ("embedding", "lm_head") and p.module("embedding") is not None:
+        return p.for_group(group).weights.bytes_per_element
     return max(HIGH_PRECISION_BYTES, p.weights.bytes_per_element if p.weights.bits > 16 else 0.0)
 
 
@@ -163,6 +167,11 @@ def _rotary(m: ModelSpec, M) -> Op:
                      kernels=float(m.num_layers)), rows=M)
 
 
+def _quantized(p: Precision, group: str) -> bool:
+    """Weights of this group stored below 16 bits (routers and norms stay 16-bit)."""
+    return group not in ("router", "norm") and p.for_group(group).weights.bits < 16
+
+
 def _mla_norms_rotary(m: ModelSpec, M) -> Op:
     """MLA's extra elementwise kernels per layer (DeepSeek-V3 modeling code, MLA forward):
     RMSNorm of the q latent (when q is low-rank) and of the kv latent, and rotary on the
@@ -189,8 +198,8 @@ def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
                                 weight_bytes=elems * bpe * np.ones_like(M),
                                 act_bytes=M * (mat.d_in + mat.d_out) * ACT_BYTES * mat.count,
                                 kernels=float(mat.count)),
-                         rows=M, quantized=p.weights.bits < 16 and mat.group != "router",
-                         weight_elements=elems * np.ones_like(M)))
+                         rows=M, quantized=_quantized(p, mat.group),
+                         weight_elements=elems * np.ones_like(M), group=mat.group))
     return result
 
 
@@ -340,7 +349,8 @@ def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
                                 * ACT_BYTES * n,
                                 kernels=3.0 * n),
                          rows=routed_rows / np.maximum(touched, 1.0),
-                         quantized=p.weights.bits < 16, weight_elements=touched * expert_elems * n))
+                         quantized=_quantized(p, "experts"),
+                         weight_elements=touched * expert_elems * n, group="experts"))
         result += _routing(m, M)
         act_width = e.expert_ffn_dim * e.experts_per_token * 2
     if act_width:
@@ -383,7 +393,8 @@ def _lm_head(m: ModelSpec, p: Precision, B, rows) -> list[Op]:
         Op("lm_head", "gemm",
            OpCost(flops=2.0 * rows * D * V, weight_bytes=D * V * bpe * np.ones_like(rows),
                   act_bytes=rows * (D * ACT_BYTES + V * LOGIT_BYTES), kernels=1.0),
-           rows=rows, per_layer=False),
+           rows=rows, per_layer=False, group="lm_head",
+           quantized=p.module("embedding") is not None and _quantized(p, "lm_head")),
         Op("sampling", "sampling",
            OpCost(flops=SAMPLING_FLOPS_PER_LOGIT * rows * V, act_bytes=2 * rows * V * LOGIT_BYTES,
                   kernels=4.0),

@@ -22,6 +22,7 @@ A matmul runs on the faster of two kernel paths (_gemm_compute_s):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -109,6 +110,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     """Time of one forward step of B sequences x T new tokens over S cached tokens."""
     dep = dep or Deployment()
     dtype, warnings = resolve_compute(hw, p, engine)
+    per_module = _module_dtypes(hw, p, engine, warnings)
     op_list = rank_ops(m, p, B, T, S, dep, attention=attention or engine.attention,
                        all_logits=all_logits)
     peak = hw.peak_flops_per_s[dtype]
@@ -129,8 +131,9 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         k = c.kernels * (kscale if op.per_layer else 1.0)
         kernels = kernels + k
         if op.kind == "gemm":
-            compute = _gemm_compute_s(op, peak, vector_peak, eff, engine,
-                                      op.quantized and dequant)
+            op_dtype, op_dequant = per_module.get(op.group, (dtype, dequant))
+            compute = _gemm_compute_s(op, hw.peak_flops_per_s[op_dtype], vector_peak, eff,
+                                      engine, op.quantized and op_dequant)
             wbytes = c.weight_bytes / (engine.quant_kernel_efficiency if op.quantized else 1.0)
             memory = (wbytes + c.act_bytes) / bw
         elif op.kind == "attention":
@@ -150,7 +153,11 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         times.append(OpTime(op.name, op.kind, t, compute, memory, c.flops, moved))
 
     comm_sum = 0.0
+    experts_s = next((x.time_s for x in times if x.name == "experts"), 0.0)
     for name, t in comm_times(m, hw, eff, dep, B * T):
+        if name == "ep_alltoall" and engine.moe_comm_overlap:
+            # two-batch overlap hides up to the given share, never more than the expert GEMMs
+            t = t - np.minimum(t * engine.moe_comm_overlap, experts_s)
         gpu = gpu + t
         comm_sum = comm_sum + t
         times.append(OpTime(name, "comm", t, 0.0, 0.0, 0.0, 0.0))
@@ -162,6 +169,21 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     return StepEstimate(time_s=step, gpu_s=gpu, cpu_s=cpu + engine.cpu_overhead_per_step_s,
                         flops=work.flops, bytes=moved_sum, compute_dtype=dtype, bound=bound,
                         ops=times, warnings=warnings)
+
+
+def _module_dtypes(hw: HardwareSpec, p: Precision, engine: EngineProfile,
+                   warnings: list[str]) -> dict[str, tuple[str, bool]]:
+    """Weight group -> (compute dtype, dequantized in-kernel) for groups whose module has its own
+    format (gpt-oss: MXFP4 experts next to bf16 attention); other groups use the default."""
+    out: dict[str, tuple[str, bool]] = {}
+    for group in ("attention", "mlp", "shared_experts", "experts", "lm_head"):
+        q = p.for_group(group)
+        if q is p or not p.modules or q.weights == p.weights and q.activations == p.activations:
+            continue
+        dtype, notes = resolve_compute(hw, q, engine)
+        warnings += [w for w in notes if w not in warnings]
+        out[group] = (dtype, q.weights.bits < DTYPE_BITS.get(dtype, 16))
+    return out
 
 
 def _gemm_compute_s(op: Op, peak: float, vector_peak: float, eff: Efficiency,
@@ -192,16 +214,24 @@ def _kernel_scale(m: ModelSpec, engine: EngineProfile, attention: str) -> float:
     for a dense (GQA/MHA, dense-MLP) layer, so the scale is taken on the model's dense twin
     (same layers, MoE and MLA removed) and the MoE/MLA ops' extra kernels (routing, permute,
     combine, latent norms) are fused at the same rate. A dense model's count is unchanged."""
-    twin = m if m.moe is None and m.mla is None else _dense_twin(m)
-    per_layer = [op for op in ops(twin, Precision.of("bf16"), 1.0, 1.0, 0.0, attention=attention)
-                 if op.per_layer]
-    base = sum(float(np.max(op.cost.kernels)) for op in per_layer)
+    base = _dense_kernels(m, attention)
     return engine.kernels_per_layer * m.num_layers / base if base else 1.0
 
 
+@lru_cache(maxsize=256)
+def _dense_kernels(m: ModelSpec, attention: str) -> float:
+    """Per-layer kernels of the op list of the model's dense twin, summed over its layers."""
+    twin = _dense_twin(m)
+    per_layer = [op for op in ops(twin, Precision.of("bf16"), 1.0, 1.0, 0.0, attention=attention)
+                 if op.per_layer]
+    return sum(float(np.max(op.cost.kernels)) for op in per_layer)
+
+
 def _dense_twin(m: ModelSpec) -> ModelSpec:
-    """The same layer count with GQA attention and a dense MLP (only its kernel count is read)."""
-    return m.model_copy(update={"moe": None, "mla": None})
+    """The same layer count with plain softmax attention and a dense MLP (only its kernel
+    count is read): no MoE, MLA, linear-attention, sparse-attention or gated output."""
+    return m.model_copy(update={"moe": None, "mla": None, "linear_attention": None,
+                                "sparse_attention": None, "attention_output_gate": False})
 
 
 def _bound(compute, memory, comm, cpu, gpu):

@@ -55,6 +55,8 @@ class NumberFormat(Spec):
     def label(self) -> str:
         if self.group_size and self.name in ("int4",):
             return f"{self.name}-g{self.group_size}"
+        if self.group_size and self.name == "fp8":
+            return f"fp8-b{round(self.group_size ** 0.5)}"
         if self.bits != _BITS[self.name]:   # a GGUF type: its average bits per weight
             return f"{self.name}@{self.bits:g}bpw"
         return self.name
@@ -86,6 +88,11 @@ def parse_format(text: str) -> NumberFormat:
     Raises ValueError with the accepted names on anything else.
     """
     s = str(text).strip().lower()
+    block = re.fullmatch(r"fp8-b(\d+)", s)
+    if block and int(block.group(1)) > 0:
+        # DeepSeek-V3-style block scaling: one fp32 scale per b x b weight block
+        # (config.json quantization_config.weight_block_size [128, 128])
+        return NumberFormat(name="fp8", bits=8, group_size=int(block.group(1)) ** 2, scale_bits=32.0)
     gguf = parse_gguf(s) if s not in PRECISION_NAMES else None
     if gguf is not None:
         return gguf
@@ -109,27 +116,95 @@ def parse_format(text: str) -> NumberFormat:
                         scale_bits=scale_bits)
 
 
-class Precision(Spec):
-    """Number formats of weights, activations (matmul inputs) and the KV cache."""
+WeightModule = Literal["attention", "mlp", "experts", "embedding"]
+WEIGHT_MODULES: tuple[str, ...] = ("attention", "mlp", "experts", "embedding")
+# weight groups of core/params.py -> the module whose format they take
+_GROUP_MODULE = {"attention": "attention", "mlp": "mlp", "shared_experts": "mlp",
+                 "experts": "experts", "embedding": "embedding", "lm_head": "embedding"}
 
-    weights: NumberFormat = Field(description="Weight storage format.")
+
+def _default_activations(w: NumberFormat) -> str:
+    """W8A8 for fp8 weights, W4A4 for fp4, 16-bit activations otherwise (weight-only)."""
+    return {"fp8": "fp8", "fp4": "fp4", "fp32": "fp32", "fp16": "fp16"}.get(w.name, "bf16")
+
+
+def parse_weights(text: str) -> tuple[str | None, dict[str, str]]:
+    """'fp8' -> ('fp8', {}); 'bf16,experts=fp4' or 'attention=bf16+experts=fp4' ->
+    (default or None, {module: format}). Modules: attention, mlp (dense MLP and shared
+    experts), experts (routed), embedding (embedding and lm_head). ValueError otherwise."""
+    if "=" not in str(text):
+        return str(text), {}          # one format for every module (parse_format checks it)
+    default, modules = None, {}
+    for part in re.split(r"[,+]", str(text)):
+        part = part.strip()
+        if "=" not in part:
+            if default is not None or not part:
+                raise ValueError(f"weight precision {text!r}: give one default format and module=format "
+                                 f"pairs for {', '.join(WEIGHT_MODULES)}")
+            default = part
+            continue
+        key, fmt = (x.strip().lower() for x in part.split("=", 1))
+        if key not in WEIGHT_MODULES:
+            raise ValueError(f"weight precision {text!r}: unknown module {key!r}; use one of "
+                             f"{', '.join(WEIGHT_MODULES)}")
+        if key in modules:
+            raise ValueError(f"weight precision {text!r}: module {key!r} given twice")
+        modules[key] = fmt
+    return default, modules
+
+
+class ModuleFormat(Spec):
+    """One module's weight format and the matmul-input format its kernels run with."""
+
+    module: WeightModule = Field(description="attention, mlp, experts or embedding.")
+    weights: NumberFormat = Field(description="Weight storage format of this module.")
+    activations: NumberFormat = Field(description="Matmul-input format of this module's kernels.")
+
+
+class Precision(Spec):
+    """Number formats of weights, activations (matmul inputs) and the KV cache; modules may
+    override the weight format (gpt-oss: MXFP4 experts, bf16 attention)."""
+
+    weights: NumberFormat = Field(description="Weight storage format (every module not overridden).")
     activations: NumberFormat = Field(description="Activation / matmul-input format.")
     kv: NumberFormat = Field(description="KV-cache storage format.")
+    modules: tuple[ModuleFormat, ...] = Field(
+        default=(), description="Per-module weight formats overriding `weights`.")
 
     @classmethod
     def of(cls, weights: str = "bf16", kv: str | None = None,
            activations: str | None = None) -> "Precision":
         """Build from names. Defaults: KV in bf16; activations fp8 for fp8 weights (W8A8),
-        fp4 for fp4 weights, otherwise bf16 (weight-only quantization)."""
-        w = parse_format(weights)
-        if activations is None:
-            activations = {"fp8": "fp8", "fp4": "fp4", "fp32": "fp32", "fp16": "fp16"}.get(w.name, "bf16")
-        return cls(weights=w, activations=parse_format(activations),
-                   kv=parse_format(kv if kv is not None else "bf16"))
+        fp4 for fp4 weights, otherwise bf16 (weight-only quantization). `weights` may name
+        modules (parse_weights); an overridden module runs with the given activations when
+        they are at least as wide as its weights, else with its weights' default."""
+        default, modules = parse_weights(weights)
+        w = parse_format(default or "bf16")
+        act = parse_format(activations if activations is not None else _default_activations(w))
+        mods = []
+        for name, text in modules.items():
+            mw = parse_format(text)
+            ma = act if activations is not None and act.bits >= mw.bits else \
+                parse_format(_default_activations(mw))
+            mods.append(ModuleFormat(module=name, weights=mw, activations=ma))
+        return cls(weights=w, activations=act, kv=parse_format(kv if kv is not None else "bf16"),
+                   modules=tuple(mods))
+
+    def module(self, name: str) -> ModuleFormat | None:
+        """The override of one module, if any."""
+        return next((x for x in self.modules if x.module == name), None)
+
+    def for_group(self, group: str) -> "Precision":
+        """The precision one weight group's kernels run in (core/params.py groups)."""
+        mod = self.module(_GROUP_MODULE.get(group, ""))
+        if mod is None:
+            return self if not self.modules else self.model_copy(update={"modules": ()})
+        return Precision(weights=mod.weights, activations=mod.activations, kv=self.kv)
 
     @property
     def label(self) -> str:
-        return f"W:{self.weights.label} A:{self.activations.label} KV:{self.kv.label}"
+        mods = "".join(f",{x.module}={x.weights.label}" for x in self.modules)
+        return f"W:{self.weights.label}{mods} A:{self.activations.label} KV:{self.kv.label}"
 
 
 # --------------------------------------------------------------------------- model
@@ -211,6 +286,9 @@ class ModelSpec(Spec):
     sliding_window_layers: int = Field(default=0, ge=0, description="How many layers use the window.")
     moe: MoESpec | None = Field(default=None, description="MoE FFN, if any.")
     mla: MLASpec | None = Field(default=None, description="Latent attention, if any.")
+    checkpoint_weights: str | None = Field(
+        default=None, description="Weight formats of the published checkpoint in --weights "
+        "syntax (e.g. 'bf16,experts=fp4' for gpt-oss), from its quantization_config.")
     attention_output_gate: bool = Field(
         default=False, description="q_proj also emits a sigmoid gate on the attention output "
         "(Qwen3-Next/Qwen3.5 attn_output_gate): N*H more outputs.")
@@ -235,6 +313,8 @@ class ModelSpec(Spec):
             raise ValueError("sliding_window_layers > 0 needs sliding_window")
         if self.moe and self.moe.num_dense_layers > self.num_layers:
             raise ValueError("moe.num_dense_layers exceeds num_layers")
+        if self.checkpoint_weights is not None:
+            Precision.of(self.checkpoint_weights)   # ValueError names what is wrong
         if self.num_full_attention_layers < 0:
             raise ValueError(f"linear_attention.num_layers + sliding_window_layers exceed "
                              f"num_layers={self.num_layers}")
@@ -428,6 +508,11 @@ class EngineProfile(Spec):
         "methods' reference code on Hugging Face models: default trees, tree construction, "
         "posterior evaluation and KV compaction as Python ops every step) or 'serving' "
         "(vLLM/SGLang/TRT-LLM: chains, fused sampling kernels). analysis/drafts.py.")
+    moe_comm_overlap: float = Field(
+        default=0.0, ge=0, le=1, description="Share of the EP dispatch/combine all-to-all hidden "
+        "behind the expert GEMMs by running two micro-batches in turn (SGLang "
+        "--enable-two-batch-overlap with DeepEP; LMSYS blog 'Deploying DeepSeek with PD "
+        "disaggregation and large-scale EP', 2025). 0 in the presets: it is opt-in.")
     scheduler: SchedulerSpec = Field(
         default_factory=SchedulerSpec, description="Request scheduler limits and policy.")
     source: str = Field(default="", description="Where the parameters come from.")

@@ -145,10 +145,10 @@ def doubling_grid(limit: int) -> np.ndarray:
 
 def _setup(model, gpu, weights, kv, activations, engine, tp, pp, ep, prompt, output,
            profile, hardware_dir, longest_prompt=None, longest_output=None, ttft_slo_s=None,
-           tpot_slo_s=None, **lim_kw):
+           tpot_slo_s=None, dp=1, **lim_kw):
     """Validate the inputs once (as a Query), resolve the ids, and find the limits."""
     q = make_query(model=model, gpu=gpu, weights=weights, kv=kv, activations=activations,
-                   engine=engine, tp=tp, pp=pp, ep=ep, prompt_tokens=prompt, output_tokens=output,
+                   engine=engine, tp=tp, pp=pp, ep=ep, dp=dp, prompt_tokens=prompt, output_tokens=output,
                    longest_prompt_tokens=longest_prompt, longest_output_tokens=longest_output,
                    ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, profile=profile,
                    hardware_dir=hardware_dir)
@@ -157,7 +157,7 @@ def _setup(model, gpu, weights, kv, activations, engine, tp, pp, ep, prompt, out
         raise PerfModelError("chunked_prefill must be True, False or None")
     sc, warnings, assumptions = resolve(q.model, q.gpu, weights=q.weights, kv=q.kv,
                                         activations=q.activations, engine=q.engine, tp=q.tp,
-                                        pp=q.pp, ep=q.ep, profile=q.profile,
+                                        pp=q.pp, ep=q.ep, dp=q.dp, profile=q.profile,
                                         hardware_dir=q.hardware_dir)
     check_shape(sc, prompt, output, longest_prompt, longest_output)
     lim = limits(sc, prompt, output, longest_prompt=longest_prompt,
@@ -186,11 +186,12 @@ def serve_curve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
                 tpot_slo_s: float | None = None, chunked_prefill: bool | None = None,
                 max_batch: int | None = None, longest_prompt: int | None = None,
                 longest_output: int | None = None, profile=None,
-                hardware_dir: str | None = None) -> ServeCurve:
-    """The latency-throughput curve of one replica (see the module docstring)."""
+                hardware_dir: str | None = None, dp: int = 1) -> ServeCurve:
+    """The latency-throughput curve of one replica (see the module docstring); dp: attention
+    data-parallel groups (concurrency counts all of them)."""
     sc, lim, warnings, assumptions = _setup(
         model, gpu, weights, kv, activations, engine, tp, pp, ep, prompt, output, profile,
-        hardware_dir, longest_prompt, longest_output, ttft_slo_s, tpot_slo_s,
+        hardware_dir, longest_prompt, longest_output, ttft_slo_s, tpot_slo_s, dp=dp,
         max_batch=max_batch, chunked_prefill=chunked_prefill)
     if concurrencies is not None:
         if not len(concurrencies):
@@ -227,7 +228,7 @@ def serve_curve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
             meets_slo=meets))
     return ServeCurve(
         model=sc.model.id, gpu=sc.hw.id, engine=sc.engine.id, precision=sc.precision.label,
-        tp=tp, pp=pp, ep=ep, num_gpus=tp * pp, prompt_tokens=prompt, output_tokens=output,
+        tp=tp, pp=pp, ep=ep, num_gpus=sc.dep.num_gpus, prompt_tokens=prompt, output_tokens=output,
         batching="static" if lim.static else "continuous", mixed_prefill=lim.mixed,
         max_concurrency=lim.limit, kv_max_concurrency=lim.kv_max, limited_by=lim.limited_by,
         ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, goodput_rps=goodput, points=points,
@@ -251,15 +252,15 @@ def max_throughput(model, gpu, *, weights: str = "bf16", kv: str | None = None,
                    activations: str | None = None, engine: str = "trtllm", tp: int = 1,
                    pp: int = 1, ep: int = 1, prompt: int = 128, output: int = 128,
                    max_batch: int | None = None, chunked_prefill: bool | None = None,
-                   profile=None, hardware_dir: str | None = None) -> MaxThroughput:
+                   profile=None, hardware_dir: str | None = None, dp: int = 1) -> MaxThroughput:
     """Offline max throughput: output tok/s at the largest concurrency the replica holds
     (KV memory at prompt+output, the engine's batch cap, its token budget)."""
     sc, lim, warnings, _ = _setup(model, gpu, weights, kv, activations, engine, tp, pp, ep,
-                                  prompt, output, profile, hardware_dir, max_batch=max_batch,
-                                  chunked_prefill=chunked_prefill)
+                                  prompt, output, profile, hardware_dir, dp=dp,
+                                  max_batch=max_batch, chunked_prefill=chunked_prefill)
     if lim.limit == 0:
         raise PerfModelError(f"{sc.model.id} with {sc.precision.label} does not fit on "
-                             f"{tp * pp} x {sc.hw.id} with even one {lim.context}-token sequence")
+                             f"{sc.dep.num_gpus} x {sc.hw.id} with even one {lim.context}-token sequence")
     cv = curve(sc, [float(lim.limit)], prompt, output, lim)
     _check_finite(cv)
     return MaxThroughput(
