@@ -72,3 +72,15 @@ def test_percentile_charts_never_raise(levels):
     y = np.asarray(_trace(fig, "TTFT p50").y, dtype=float)
     assert all(np.isnan(v) or v > 0 for v in y)
     cs.throughput(c, [x[3] for x in levels], [x[3] for x in levels], fits)
+
+
+def test_ratio_vs_concurrency_one_trace_per_engine():
+    from types import SimpleNamespace as R
+    rows = [R(concurrency=c, engine=e, label=f"r{c}{e}", gpu="g", model="m", measured_ttft_s=1.0,
+              predicted_ttft_s=p, measured_tpot_s=0.01, predicted_tpot_s=0.01)
+            for c, e, p in ((1, "vllm", 0.5), (8, "vllm", 0.25), (4, "trtllm", 2.0))]
+    fig = cs.ratio_vs_concurrency(rows, "ttft")
+    assert list(_trace(fig, "vllm").y) == [0.5, 0.25] and list(_trace(fig, "vllm").x) == [1, 8]
+    assert list(_trace(fig, "trtllm").y) == [2.0]
+    assert list(_trace(fig, "predicted = measured").y) == [1.0, 1.0]
+    assert cs.ratio_vs_concurrency([], "tpot").data      # reference lines even without rows

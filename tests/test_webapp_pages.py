@@ -97,9 +97,11 @@ def test_accuracy_page_shows_errors_and_the_scatter():
     clean(at)
     m = metrics(at)
     assert any(k.startswith("decode_tok_s_per_user") and v.endswith("%") for k, v in m.items())
-    assert len(at.get("plotly_chart")) == 1
-    title = lambda: json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    assert len(at.get("plotly_chart")) == 3     # the metric's scatter, serving TTFT and TPOT ratios
+    title = lambda i=0: json.loads(at.get("plotly_chart")[i].proto.spec)["layout"]["title"]["text"]
     assert title().startswith("decode_tok_s_per_user")
+    assert title(1).startswith("TTFT") and title(2).startswith("TPOT")
+    assert any("Serving under load" in h.value for h in at.subheader)
     at.selectbox(key="w_acc_metric").set_value("ttft_ms").run()
     clean(at)
     assert title().startswith("ttft_ms")
