@@ -60,14 +60,15 @@ def test_definitions_page_lists_metrics_and_every_engine():
 
 
 def test_sweep_over_concurrency_uses_the_serving_model():
-    pytest.importorskip("perfmodel.serving.curve")
+    pytest.importorskip("perfmodel.serving.simulate")
     at = run("sweep", sweep_over="concurrency", sweep_max_batch=64)
     clean(at)
     df = at.dataframe[0].value
     assert list(df["concurrency"]) == [1, 2, 4, 8, 16, 32, 64]
-    assert any("Knee: concurrency" in c.value for c in at.caption)
-    per_user = [float(v.replace(",", "")) for v in df["per user (tok/s)"]]
-    assert per_user[0] > per_user[-1]                    # more users share the GPU
+    assert any("Simulated closed-loop benchmark" in c.value and "Knee:" in c.value
+               for c in at.caption)
+    tpot = [float(v.replace(",", "")) for v in df["TPOT p50 (ms)"]]
+    assert tpot[0] < tpot[-1]                            # more users share the GPU: slower each
 
 
 def test_compare_page_ranks_deployments_and_follows_the_rate():
