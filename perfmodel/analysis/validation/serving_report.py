@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from perfmodel.core.units import MS
+from perfmodel.analysis.validation.markdown import pct as _pct
+from perfmodel.analysis.validation.markdown import table as _table
 from perfmodel.analysis.validation.serving_map import CHECKPOINT_SUFFIXES, MODE_NOTES, QUANT_MODES
 from perfmodel.analysis.validation.serving_results import ServingReport, ServingSummary
 
@@ -11,16 +13,6 @@ _MET = {True: "yes", False: "**no**", None: "no data"}
 SUMMARY_HEADER = ["rows", "set", "n", "TTFT median error", "TTFT within 25%",
                   "TTFT predicted/measured", "TPOT median error", "TPOT within 25%",
                   "TPOT predicted/measured"]
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    esc = [[str(c).replace("|", "\\|").replace("\n", " ") for c in r] for r in rows]
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
-        ["| " + " | ".join(r) + " |" for r in esc]
 
 
 def _stats(s: ServingSummary | None) -> list[str]:
