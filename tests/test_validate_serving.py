@@ -20,8 +20,8 @@ from perfmodel.analysis.validation.run import DEFAULT_TABLE, ROOT
 from perfmodel.analysis.validation.serving_map import (Capabilities, ServingTarget, ServingUnmapped,
                                                        gpu_for_system, map_serving_row)
 from perfmodel.analysis.validation.serving_results import ServingRowResult
-from perfmodel.analysis.validation.serving_run import (DEFAULT_SERVING, _targets, summarize,
-                                                       validate_serving)
+from perfmodel.analysis.validation.serving_run import (DEFAULT_SERVING, _targets, concurrency_band,
+                                                       summarize, validate_serving)
 from perfmodel.analysis.validation.serving_table import (COLUMNS, read_serving, rows_from_dicts,
                                                          write_serving)
 from perfmodel.analysis.validation.table import write_table
@@ -319,3 +319,16 @@ def test_serving_fuzz_returns_typed_results_or_clean_errors(tmp_path_factory, ov
     for r in rep.rows:
         for v in (r.predicted_ttft_s, r.predicted_tpot_s, r.ttft_ape, r.tpot_ape):
             assert math.isfinite(v) and v >= 0
+
+
+@pytest.mark.parametrize("c, label", [(1, "C 1-4"), (4, "C 1-4"), (5, "C 5-16"), (64, "C 17-64"),
+                                      (256, "C 65-256"), (257, "C >= 257"), (4096, "C >= 257")])
+def test_concurrency_bands(c, label):
+    assert concurrency_band(c)[1] == label
+
+
+def test_groups_by_concurrency_band_partition_the_rows(report):
+    bands = [g for g in report.groups if g.by == "concurrency"]
+    assert sum(g.n for g in bands) == report.summary.n
+    order = ["C 1-4", "C 5-16", "C 17-64", "C 65-256", "C >= 257"]     # low load first
+    assert [g.key for g in bands] == [k for k in order if k in {g.key for g in bands}]

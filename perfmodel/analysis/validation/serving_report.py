@@ -92,7 +92,7 @@ def serving_markdown(rep: ServingReport) -> list[str]:
     """The serving section of docs/accuracy.md."""
     out = ["## Serving under load", ""] + serving_summary_lines(rep) + [""]
     out += ["### Calibrated beside datasheet-only", ""] + _calibrated(rep) + [""]
-    for by in ("engine", "gpu", "model", "engine x gpu x model"):
+    for by in ("engine", "gpu", "model", "concurrency", "engine x gpu x model"):
         out += [f"### Aggregated rows by {by}", ""] + _groups(rep, by) + [""]
     if rep.rows:
         out += [f"### Worst {WORST_N} rows by TTFT", ""] + _worst(rep, "ttft") + [""]

@@ -70,7 +70,7 @@ class ServingSummary(_Frozen):
 
 
 class ServingGroup(ServingSummary):
-    by: str = Field(description="engine, gpu, model, or engine x gpu x model.")
+    by: str = Field(description="engine, gpu, model, concurrency (bands), or engine x gpu x model.")
     key: str
 
 

@@ -28,6 +28,9 @@ from perfmodel.analysis.validation.serving_table import ServingMeasurement, read
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_SERVING = ROOT / "data" / "serving" / "aic_silicon_sample.csv"
 WITHIN = 0.25
+# concurrency bands of the by-concurrency breakdown: the error of a steady-state model grows
+# with load (issue 13), so the report shows it band by band (upper ends, powers of 4)
+CONCURRENCY_BANDS = (4, 16, 64, 256)
 # issue 13 (aggregated rows) and issue 14 (MoE, disaggregated rows), datasheet-only:
 # (name, rows, metric, kind, limit); kind 'median' is an upper limit on the median error,
 # 'within' a lower limit on the share within 25%, 'answered' a lower limit on the share predicted
@@ -90,14 +93,26 @@ def _unmapped(m: ServingMeasurement, reason: str) -> ServingUnmappedRow:
                               system=m.get("system"), backend=m.get("backend"), reason=reason)
 
 
+def concurrency_band(c: int) -> tuple[int, str]:
+    """(order, label) of the band of CONCURRENCY_BANDS holding concurrency c."""
+    lo = 1
+    for i, hi in enumerate(CONCURRENCY_BANDS):
+        if c <= hi:
+            return i, f"C {lo}-{hi}"
+        lo = hi + 1
+    return len(CONCURRENCY_BANDS), f"C >= {lo}"
+
+
 def _groups(rows: list[ServingRowResult]) -> list[ServingGroup]:
     keys = {"engine": lambda r: r.engine, "gpu": lambda r: r.gpu, "model": lambda r: r.model,
+            "concurrency": lambda r: concurrency_band(r.concurrency),
             "engine x gpu x model": lambda r: f"{r.engine} / {r.gpu} / {r.model}"}
     out = []
     for by, key in keys.items():
         for k in sorted({key(r) for r in rows}):
             s = summarize([r for r in rows if key(r) == k])
-            out.append(ServingGroup(by=by, key=k, **s.model_dump()))
+            out.append(ServingGroup(by=by, key=k[1] if isinstance(k, tuple) else k,
+                                    **s.model_dump()))
     return out
 
 
