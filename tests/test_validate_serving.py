@@ -332,3 +332,20 @@ def test_groups_by_concurrency_band_partition_the_rows(report):
     assert sum(g.n for g in bands) == report.summary.n
     order = ["C 1-4", "C 5-16", "C 17-64", "C 65-256", "C >= 257"]     # low load first
     assert [g.key for g in bands] == [k for k in order if k in {g.key for g in bands}]
+
+
+def test_simulator_statistic_is_the_mean_when_reported_else_p50():
+    assert sp._sim_stat({"ttft_p50_s", "tpot_p50_s"}) == "p50"
+    assert sp._sim_stat({"ttft_p50_s", "tpot_p50_s", "ttft_mean_s", "tpot_mean_s"}) == "mean"
+
+
+def test_simulator_predicts_rows_when_present(tmp_path):
+    pytest.importorskip("perfmodel.serving.simulate")
+    p = tmp_path / "s.csv"
+    write_serving(p, [_row(batch_size=1, osl=64), _row(batch_size=16, osl=64)])
+    rep = validate_serving([p], predictor="sim")
+    assert rep.predictor == "sim" and ("p50" in rep.statistic or "mean" in rep.statistic)
+    one, many = sorted(rep.rows, key=lambda r: r.concurrency)
+    # 16 requests released at once queue behind each other's prefills: TTFT and TPOT grow
+    assert many.predicted_ttft_s > one.predicted_ttft_s
+    assert many.predicted_tpot_s >= one.predicted_tpot_s
