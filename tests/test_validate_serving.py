@@ -349,3 +349,21 @@ def test_simulator_predicts_rows_when_present(tmp_path):
     # 16 requests released at once queue behind each other's prefills: TTFT and TPOT grow
     assert many.predicted_ttft_s > one.predicted_ttft_s
     assert many.predicted_tpot_s >= one.predicted_tpot_s
+
+
+def test_a_baseline_predictor_is_scored_on_the_same_rows(monkeypatch, tmp_path):
+    def const(value):
+        def fn(t, concurrencies, profile, specs):
+            return {c: sp.PredictedPoint(ttft_s=value, tpot_s=value / 10, fits=True)
+                    for c in concurrencies}
+        return sp.Predictor(name=f"c{value}", description=f"constant {value}", statistic="test",
+                            capabilities=Capabilities(), fn=fn)
+
+    monkeypatch.setattr(sp, "predictors", lambda: {"a": const(0.1), "b": const(0.2)})
+    p = tmp_path / "s.csv"
+    write_serving(p, [_row(), _row(batch_size=2)])      # measured TTFT 100 ms, TPOT 10 ms
+    rep = validate_serving([p], predictor="a", baseline="b")
+    assert rep.summary.ttft_median_ape == pytest.approx(0.0)           # 0.1 s vs 100 ms
+    assert rep.baseline_description == "constant 0.2"
+    assert rep.baseline_summary.n == 2 and rep.baseline_summary.ttft_median_ape == pytest.approx(1.0)
+    assert validate_serving([p], predictor="a", baseline="a").baseline_summary is None

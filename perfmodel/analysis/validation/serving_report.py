@@ -34,10 +34,13 @@ def serving_summary_lines(rep: ServingReport) -> list[str]:
            ""]
     out += _table(["target", "limit", "value", "rows", "met"],
                   [[t.name, t.limit, _pct(t.value), str(t.n), _MET[t.met]] for t in rep.targets])
-    out += [""] + _table(SUMMARY_HEADER, [
-        _summary_row("aggregated", "datasheet", rep.summary),
-        _summary_row("aggregated MoE", "datasheet", rep.summary_moe),
-        _summary_row("disaggregated", "datasheet", rep.summary_disagg)])
+    rows = [_summary_row("aggregated", "datasheet", rep.summary),
+            _summary_row("aggregated MoE", "datasheet", rep.summary_moe),
+            _summary_row("disaggregated", "datasheet", rep.summary_disagg)]
+    if rep.baseline_summary is not None:
+        rows.append(_summary_row("aggregated, same rows", f"baseline: {rep.baseline_description}",
+                                 rep.baseline_summary))
+    out += [""] + _table(SUMMARY_HEADER, rows)
     n_pred = len(rep.rows)
     out += ["", f"{n_pred} of {rep.n_rows} rows predicted ({rep.n_agg} aggregated, "
             f"{rep.n_disagg} disaggregated in the file); {len(rep.unmapped)} listed with the reason."]

@@ -94,6 +94,10 @@ class ServingReport(_Frozen):
         description="Rows whose GPU has a profile, with it.")
     summary_calibrated_baseline: ServingSummary | None = Field(
         description="The same rows, datasheet-only (side by side).")
+    baseline_description: str | None = Field(default=None, description="The baseline predictor.")
+    baseline_summary: ServingSummary | None = Field(
+        default=None, description="The baseline's datasheet errors on the aggregated rows both "
+                                  "predicted.")
     groups: list[ServingGroup]
     targets: list[TargetCheck]
     unmapped_reasons: list[ReasonCount]

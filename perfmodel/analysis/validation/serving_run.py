@@ -136,9 +136,11 @@ def _targets(agg, moe, disagg, n_disagg: int, n_disagg_done: int) -> list[Target
 
 def validate_serving(data: list[str | Path] | None = None,
                      profiles: dict[str, tuple[str, Profile]] | None = None,
-                     predictor: str | None = None) -> ServingReport:
+                     predictor: str | None = None, baseline: str | None = None) -> ServingReport:
     """Map, predict and score every serving row (module docstring). `profiles` maps a GPU
-    id to (profile name, Profile); `predictor` names one of serving_predict.predictors()."""
+    id to (profile name, Profile); `predictor` names one of serving_predict.predictors();
+    `baseline` another predictor whose datasheet errors on the same aggregated rows are
+    reported beside (skipped when it is the predictor itself)."""
     paths = [DEFAULT_SERVING] if data is None else list(data)
     pred = get_predictor(predictor)
     measured = [r for p in paths for r in read_serving(p)]
@@ -165,7 +167,13 @@ def validate_serving(data: list[str | Path] | None = None,
     dis = [r for r in rows if r.mode == "disagg"]
     with_cal = [r for r in agg if r.calibrated_ttft_s is not None]
     s_agg, s_moe, s_dis = summarize(agg), summarize([r for r in agg if r.moe]), summarize(dis)
-    return ServingReport(
+    base = {}
+    if baseline is not None and get_predictor(baseline).name != pred.name:
+        other = validate_serving(paths, None, baseline)
+        mine = {r.label for r in agg}
+        base = dict(baseline_description=other.predictor_description,
+                    baseline_summary=summarize([r for r in other.rows if r.label in mine]))
+    return ServingReport(**base,
         data=[_rel(p) for p in paths], predictor=pred.name,
         predictor_description=pred.description, statistic=pred.statistic,
         n_rows=len(measured), n_agg=by_mode.get("agg", 0), n_disagg=by_mode.get("disagg", 0),
