@@ -5,6 +5,7 @@ import json
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -84,3 +85,14 @@ def test_ratio_vs_concurrency_one_trace_per_engine():
     assert list(_trace(fig, "trtllm").y) == [2.0]
     assert list(_trace(fig, "predicted = measured").y) == [1.0, 1.0]
     assert cs.ratio_vs_concurrency([], "tpot").data      # reference lines even without rows
+
+
+def test_measured_means_drawn_beside_the_percentiles():
+    from types import SimpleNamespace as M
+    meas = [M(concurrency=4, ttft_s=0.5, tpot_s=0.02, label="a#1"),
+            M(concurrency=16, ttft_s=0.7, tpot_s=0.03, label="a#2")]
+    fig = cs.latency_percentiles([4, 16], {"p50": [0.4, 0.6]}, {"p50": [0.02, 0.025]},
+                                 [True, True], meas)
+    assert list(_trace(fig, "TTFT measured mean").y) == pytest.approx([500.0, 700.0])
+    assert list(_trace(fig, "TPOT measured mean").y) == pytest.approx([20.0, 30.0])
+    assert list(_trace(fig, "TTFT measured mean").x) == [4, 16]

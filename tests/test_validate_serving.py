@@ -21,7 +21,8 @@ from perfmodel.analysis.validation.serving_map import (Capabilities, ServingTarg
                                                        gpu_for_system, map_serving_row)
 from perfmodel.analysis.validation.serving_results import ServingRowResult
 from perfmodel.analysis.validation.serving_run import (DEFAULT_SERVING, _targets, concurrency_band,
-                                                       summarize, validate_serving)
+                                                       measured_points, summarize,
+                                                       validate_serving)
 from perfmodel.analysis.validation.serving_table import (COLUMNS, read_serving, rows_from_dicts,
                                                          write_serving)
 from perfmodel.analysis.validation.table import write_table
@@ -367,3 +368,16 @@ def test_a_baseline_predictor_is_scored_on_the_same_rows(monkeypatch, tmp_path):
     assert rep.baseline_description == "constant 0.2"
     assert rep.baseline_summary.n == 2 and rep.baseline_summary.ttft_median_ape == pytest.approx(1.0)
     assert validate_serving([p], predictor="a", baseline="a").baseline_summary is None
+
+
+def test_measured_points_of_one_configuration(tmp_path):
+    p = tmp_path / "s.csv"
+    write_serving(p, [_row(batch_size=8), _row(batch_size=2, silicon_ttft_ms="50"),
+                      _row(batch_size=4, tp_size=2), _row(batch_size=4, isl=2048)])
+    pts = measured_points("llama-3.1-8b", "h100-sxm", "trtllm", "bf16", prompt=1024, output=128,
+                          data=[p])
+    # by hand: rows 1 and 2 match (tp 1, isl 1024); sorted by concurrency; ms -> s
+    assert [(m.concurrency, m.ttft_s) for m in pts] == [(2, pytest.approx(0.05)),
+                                                        (8, pytest.approx(0.1))]
+    assert measured_points("llama-3.1-8b", "h100-sxm", "vllm", "bf16", prompt=1024, output=128,
+                           data=[p]) == []

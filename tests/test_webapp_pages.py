@@ -297,3 +297,18 @@ def test_serving_run_page_bad_levels_are_one_line():
     at = run("serving", serve_levels="a,b")
     clean(at)
     assert at.error and "\n" not in at.error[0].value and "levels" in at.error[0].value
+
+
+def test_serving_run_page_draws_measured_points_of_the_same_configuration():
+    pytest.importorskip("perfmodel.serving.simulate")
+    # data/serving holds trtllm Llama-3.1-70B fp8 on one H200 at 1024/1024 (concurrency 4..128)
+    at = run("serving", model="llama-3.1-70b", gpu="h200-sxm", engine="trtllm", weights="fp8",
+             kv="fp8", prompt=1024, output=1024, serve_levels="4,16")
+    clean(at)
+    spec = json.loads(at.get("plotly_chart")[1].proto.spec)
+    names = [t.get("name") for t in spec["data"]]
+    assert "TTFT measured mean" in names and "TPOT measured mean" in names
+    assert any(c.value.startswith("Diamonds:") for c in at.caption)
+    at.number_input(key="w_prompt").set_value(1000).run()     # no row at this prompt length
+    clean(at)
+    assert any(c.value.startswith("No measured serving point") for c in at.caption)

@@ -70,11 +70,15 @@ def run_timeline(start_s: Sequence[float], duration_s: Sequence[float],
     return fig
 
 
+MEASURED = dict(symbol="diamond", size=10, color="#222", line=dict(color="#fff", width=1))
+
+
 def latency_percentiles(concurrency: Sequence[int], ttft: dict[str, Sequence[float | None]],
-                        tpot: dict[str, Sequence[float | None]],
-                        fits: Sequence[bool]) -> go.Figure:
+                        tpot: dict[str, Sequence[float | None]], fits: Sequence[bool],
+                        measured: Sequence | None = None) -> go.Figure:
     """TTFT (left) and TPOT (right) in ms against concurrency, one line per percentile
-    ('p50', 'p90', 'p99' -> seconds per level); levels that do not fit are marked with x."""
+    ('p50', 'p90', 'p99' -> seconds per level); levels that do not fit are marked with x.
+    `measured`: points with concurrency, ttft_s, tpot_s (measured means), drawn as diamonds."""
     c = np.asarray(concurrency, dtype=float)
     ok = np.asarray(fits, dtype=bool)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT", "TPOT"), horizontal_spacing=0.1)
@@ -86,6 +90,14 @@ def latency_percentiles(concurrency: Sequence[int], ttft: dict[str, Sequence[flo
                 line=dict(dash=DASH.get(pct, "solid")),
                 marker=dict(symbol=np.where(ok, "circle", "x").tolist(), size=8),
                 hovertemplate=f"C=%{{x:.0f}}: {name} {pct} %{{y:.4g}} ms<extra></extra>"),
+                row=1, col=col)
+        if measured:
+            fig.add_trace(go.Scatter(
+                x=[m.concurrency for m in measured],
+                y=[getattr(m, f"{name.lower()}_s") / MS for m in measured], mode="markers",
+                name=f"{name} measured mean", marker=MEASURED,
+                text=[m.label for m in measured],
+                hovertemplate=f"%{{text}}: C=%{{x:.0f}}, {name} %{{y:.4g}} ms<extra></extra>"),
                 row=1, col=col)
         fig.update_xaxes(**log_axis(c, title_text="concurrency"), row=1, col=col)
         fig.update_yaxes(type="log", title_text=f"{name} (ms)", row=1, col=col)

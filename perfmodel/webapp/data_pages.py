@@ -123,3 +123,13 @@ def simulate(key: str, levels: tuple[int, ...], num_requests: int, range_ratio: 
     return api.serve(**api_kwargs(scn), prompt_tokens=scn.prompt, output_tokens=scn.output,
                      concurrencies=list(levels), num_requests=num_requests or None,
                      range_ratio=range_ratio, prefix_hit=prefix_hit, timeline=True)
+
+
+@st.cache_data(**CACHE)
+def measured_serving(key: str):
+    """Measured serving points (data/serving) of exactly the scenario's configuration."""
+    from perfmodel.analysis.validation.serving_run import measured_points
+
+    scn = UIScenario.from_key(key)
+    return measured_points(scn.model, scn.gpu, scn.engine, scn.weights, tp=scn.tp, pp=scn.pp,
+                           ep=scn.ep, prompt=scn.prompt, output=scn.output)

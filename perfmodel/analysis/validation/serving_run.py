@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.profile import Profile
 from perfmodel.analysis.validation.checks import TargetCheck
@@ -191,3 +192,33 @@ def _rel(p: str | Path) -> str:
         return str(Path(p).resolve().relative_to(ROOT))
     except ValueError:
         return str(p)
+
+
+class MeasuredPoint(BaseModel):
+    """A measured serving point of one configuration (for charts beside a prediction)."""
+
+    model_config = ConfigDict(frozen=True)
+    label: str
+    concurrency: int
+    ttft_s: float = Field(description="Measured mean TTFT.")
+    tpot_s: float = Field(description="Measured mean TPOT.")
+    engine_version: str
+    assumptions: list[str]
+
+
+def measured_points(model: str, gpu: str, engine: str, weights: str, *, tp: int = 1, pp: int = 1,
+                    ep: int = 1, prompt: int, output: int,
+                    data: list[str | Path] | None = None) -> list[MeasuredPoint]:
+    """The aggregated rows that map to exactly this configuration (ids as the catalog,
+    hardware_db and engine presets spell them; KV precision is not matched: the files do
+    not state it), sorted by concurrency."""
+    paths = [DEFAULT_SERVING] if data is None else list(data)
+    targets, _ = map_serving_rows([r for p in paths for r in read_serving(p)])
+    want = (model, gpu, engine, weights, tp, pp, ep, prompt, output)
+    out = [MeasuredPoint(label=t.measurement.label, concurrency=t.concurrency,
+                         ttft_s=t.measurement.ttft_s, tpot_s=t.measurement.tpot_s,
+                         engine_version=t.measurement.get("backend_version"),
+                         assumptions=t.assumptions)
+           for t in targets if (t.model, t.gpu, t.engine, t.weights, t.tp, t.pp, t.ep, t.prompt,
+                                t.output) == want and t.attention_dp == 1]
+    return sorted(out, key=lambda m: (m.concurrency, m.label))
