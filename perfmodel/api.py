@@ -28,7 +28,7 @@ from perfmodel.core.roofline import roofline_floor_s
 from perfmodel.core.units import GB
 from perfmodel.serving.batching import capacity_bytes, used_bytes
 from perfmodel.serving.curve import ServeCurve, check_slo, serve_curve
-from perfmodel.serving.simulate import ServePoint, ServeTimeline, simulate_points, with_scheduler
+from perfmodel.serving.simulate import ServePoint, simulate_points, with_scheduler
 from perfmodel.serving.workload import DEFAULT_PROMPTS_PER_SLOT, serve_workloads
 
 __all__ = ["Query", "make_query", "resolve", "evaluate", "Evaluation", "predict_request",

@@ -20,7 +20,8 @@ from perfmodel.analysis.validation.run import DEFAULT_TABLE, ROOT
 from perfmodel.analysis.validation.serving_map import (Capabilities, ServingTarget, ServingUnmapped,
                                                        gpu_for_system, map_serving_row)
 from perfmodel.analysis.validation.serving_results import ServingRowResult
-from perfmodel.analysis.validation.serving_run import (DEFAULT_SERVING, _targets, summarize,
+from perfmodel.analysis.validation.serving_run import (DEFAULT_SERVING, _targets, concurrency_band,
+                                                       measured_points, summarize,
                                                        validate_serving)
 from perfmodel.analysis.validation.serving_table import (COLUMNS, read_serving, rows_from_dicts,
                                                          write_serving)
@@ -319,3 +320,64 @@ def test_serving_fuzz_returns_typed_results_or_clean_errors(tmp_path_factory, ov
     for r in rep.rows:
         for v in (r.predicted_ttft_s, r.predicted_tpot_s, r.ttft_ape, r.tpot_ape):
             assert math.isfinite(v) and v >= 0
+
+
+@pytest.mark.parametrize("c, label", [(1, "C 1-4"), (4, "C 1-4"), (5, "C 5-16"), (64, "C 17-64"),
+                                      (256, "C 65-256"), (257, "C >= 257"), (4096, "C >= 257")])
+def test_concurrency_bands(c, label):
+    assert concurrency_band(c)[1] == label
+
+
+def test_groups_by_concurrency_band_partition_the_rows(report):
+    bands = [g for g in report.groups if g.by == "concurrency"]
+    assert sum(g.n for g in bands) == report.summary.n
+    order = ["C 1-4", "C 5-16", "C 17-64", "C 65-256", "C >= 257"]     # low load first
+    assert [g.key for g in bands] == [k for k in order if k in {g.key for g in bands}]
+
+
+def test_simulator_statistic_is_the_mean_when_reported_else_p50():
+    assert sp._sim_stat({"ttft_p50_s", "tpot_p50_s"}) == "p50"
+    assert sp._sim_stat({"ttft_p50_s", "tpot_p50_s", "ttft_mean_s", "tpot_mean_s"}) == "mean"
+
+
+def test_simulator_predicts_rows_when_present(tmp_path):
+    pytest.importorskip("perfmodel.serving.simulate")
+    p = tmp_path / "s.csv"
+    write_serving(p, [_row(batch_size=1, osl=64), _row(batch_size=16, osl=64)])
+    rep = validate_serving([p], predictor="sim")
+    assert rep.predictor == "sim" and ("p50" in rep.statistic or "mean" in rep.statistic)
+    one, many = sorted(rep.rows, key=lambda r: r.concurrency)
+    # 16 requests released at once queue behind each other's prefills: TTFT and TPOT grow
+    assert many.predicted_ttft_s > one.predicted_ttft_s
+    assert many.predicted_tpot_s >= one.predicted_tpot_s
+
+
+def test_a_baseline_predictor_is_scored_on_the_same_rows(monkeypatch, tmp_path):
+    def const(value):
+        def fn(t, concurrencies, profile, specs):
+            return {c: sp.PredictedPoint(ttft_s=value, tpot_s=value / 10, fits=True)
+                    for c in concurrencies}
+        return sp.Predictor(name=f"c{value}", description=f"constant {value}", statistic="test",
+                            capabilities=Capabilities(), fn=fn)
+
+    monkeypatch.setattr(sp, "predictors", lambda: {"a": const(0.1), "b": const(0.2)})
+    p = tmp_path / "s.csv"
+    write_serving(p, [_row(), _row(batch_size=2)])      # measured TTFT 100 ms, TPOT 10 ms
+    rep = validate_serving([p], predictor="a", baseline="b")
+    assert rep.summary.ttft_median_ape == pytest.approx(0.0)           # 0.1 s vs 100 ms
+    assert rep.baseline_description == "constant 0.2"
+    assert rep.baseline_summary.n == 2 and rep.baseline_summary.ttft_median_ape == pytest.approx(1.0)
+    assert validate_serving([p], predictor="a", baseline="a").baseline_summary is None
+
+
+def test_measured_points_of_one_configuration(tmp_path):
+    p = tmp_path / "s.csv"
+    write_serving(p, [_row(batch_size=8), _row(batch_size=2, silicon_ttft_ms="50"),
+                      _row(batch_size=4, tp_size=2), _row(batch_size=4, isl=2048)])
+    pts = measured_points("llama-3.1-8b", "h100-sxm", "trtllm", "bf16", prompt=1024, output=128,
+                          data=[p])
+    # by hand: rows 1 and 2 match (tp 1, isl 1024); sorted by concurrency; ms -> s
+    assert [(m.concurrency, m.ttft_s) for m in pts] == [(2, pytest.approx(0.05)),
+                                                        (8, pytest.approx(0.1))]
+    assert measured_points("llama-3.1-8b", "h100-sxm", "vllm", "bf16", prompt=1024, output=128,
+                           data=[p]) == []

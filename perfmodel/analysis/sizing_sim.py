@@ -11,7 +11,6 @@ again; if it still misses it stays listed with sim_meets=False, below every one 
 
 from __future__ import annotations
 
-import math
 
 from perfmodel.api import resolve
 from perfmodel.core.cost import usd_per_mtok

@@ -3,6 +3,8 @@ perfmodel's typed results back)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import streamlit as st
 
 from perfmodel.webapp.data import CACHE, api_kwargs
@@ -11,13 +13,19 @@ from perfmodel.webapp.state import UIScenario, profile_target, target
 
 @st.cache_data(**CACHE)
 def serve(key: str, concurrencies: tuple[int, ...]):
-    """perfmodel.serving.curve.serve_curve at these concurrencies, and its knee."""
-    from perfmodel.serving.curve import find_knee, serve_curve
+    """perfmodel.api.serve (the simulated closed-loop benchmark) at these concurrencies, and
+    its knee by the rule perfmodel.analysis.endpoint applies to measured curves (None when
+    throughput still scales or fewer than two levels ran)."""
+    from perfmodel import api
+    from perfmodel.analysis.endpoint.stats import find_knee
 
     scn = UIScenario.from_key(key)
-    curve = serve_curve(**api_kwargs(scn), prompt=scn.prompt, output=scn.output,
-                        concurrencies=list(concurrencies))
-    return curve, find_knee(curve)
+    rep = api.serve(**api_kwargs(scn), prompt_tokens=scn.prompt, output_tokens=scn.output,
+                    concurrencies=list(concurrencies))
+    ran = [(p.concurrency, SimpleNamespace(output_tok_s=p.output_tok_s_total,
+                                           e2e_p50_s=p.e2e_p50_s, ok=1))
+           for p in rep.points if p.fits and p.output_tok_s_total and p.e2e_p50_s is not None]
+    return rep, (find_knee(ran) if len(ran) >= 2 else None)
 
 
 SIZING_FIELDS = ("size_rate", "size_ttft_slo_s", "size_tpot_slo_s", "size_gpus", "size_precisions",
@@ -114,3 +122,13 @@ def simulate(key: str, levels: tuple[int, ...], num_requests: int, range_ratio: 
     return api.serve(**api_kwargs(scn), prompt_tokens=scn.prompt, output_tokens=scn.output,
                      concurrencies=list(levels), num_requests=num_requests or None,
                      range_ratio=range_ratio, prefix_hit=prefix_hit, timeline=True)
+
+
+@st.cache_data(**CACHE)
+def measured_serving(key: str):
+    """Measured serving points (data/serving) of exactly the scenario's configuration."""
+    from perfmodel.analysis.validation.serving_run import measured_points
+
+    scn = UIScenario.from_key(key)
+    return measured_points(scn.model, scn.gpu, scn.engine, scn.weights, tp=scn.tp, pp=scn.pp,
+                           ep=scn.ep, prompt=scn.prompt, output=scn.output)

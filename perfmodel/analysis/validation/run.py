@@ -198,7 +198,8 @@ def validate(data: list[str | Path] | None = None,
         data=[_rel(p) for p in paths if not any(b.startswith(_rel(p) + " ") for b in bad_files)]
         + bad_files,
         profiles=[name for name, _ in profs.values()], interval_level=iv.LEVEL,
-        serving=validate_serving(serving, profs, serving_predictor) if serving else None)
+        serving=validate_serving(serving, profs, serving_predictor, baseline="steady")
+        if serving else None)
 
 
 def fit_intervals(report: ValidationReport) -> iv.IntervalTable:

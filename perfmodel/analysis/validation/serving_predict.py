@@ -13,6 +13,8 @@ Predictors:
   has it: a closed-loop benchmark at each concurrency. Its mean TTFT/TPOT are compared when it
   reports means, else its p50 (the report says which).
 A predictor's `statistic` says which of its outputs is compared with the measured means.
+`perfmodel validate` uses the steady-state formulas unless told otherwise (default_predictor,
+for speed); `--write-docs` uses the simulator when present (docs_predictor).
 """
 
 from __future__ import annotations
@@ -155,9 +157,15 @@ def predictors() -> dict[str, Predictor]:
 
 
 def default_predictor() -> str:
-    """The simulator when it exists, else the steady-state formulas."""
-    avail = predictors()
-    return "sim" if "sim" in avail else "steady"
+    """The steady-state formulas: a quick estimate that keeps `perfmodel validate` within a
+    few seconds. The simulator costs a few tenths of a second per configuration, minutes
+    over the file's hundreds of configurations; it is what the docs report (docs_predictor)."""
+    return "steady"
+
+
+def docs_predictor() -> str:
+    """What docs/accuracy.md reports: the simulator when this checkout has it."""
+    return "sim" if "sim" in predictors() else "steady"
 
 
 def get_predictor(name: str | None) -> Predictor:

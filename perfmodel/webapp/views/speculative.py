@@ -15,7 +15,6 @@ GAMMAS = tuple(range(1, 9))
 def render() -> None:
     scn = inputs.sidebar("speculative")
     st.title("Speculative decoding")
-    from perfmodel.analysis import speculative as spec
     from perfmodel.analysis.drafts import METHODS
 
     st.caption(f"Target: the sidebar's scenario at batch {scn.batch}, context {scn.prompt} tokens "
