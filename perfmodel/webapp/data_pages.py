@@ -3,7 +3,6 @@ perfmodel's typed results back)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import streamlit as st
 
@@ -14,16 +13,16 @@ from perfmodel.webapp.state import UIScenario, profile_target, target
 @st.cache_data(**CACHE)
 def serve(key: str, concurrencies: tuple[int, ...]):
     """perfmodel.api.serve (the simulated closed-loop benchmark) at these concurrencies, and
-    its knee by the rule perfmodel.analysis.endpoint applies to measured curves (None when
-    throughput still scales or fewer than two levels ran)."""
+    its knee by the one rule (perfmodel.serving.knee), read on p50 latencies as for measured
+    curves (None when fewer than two levels ran)."""
     from perfmodel import api
-    from perfmodel.analysis.endpoint.stats import find_knee
+    from perfmodel.serving.knee import KneePoint, find_knee
 
     scn = UIScenario.from_key(key)
     rep = api.serve(**api_kwargs(scn), prompt_tokens=scn.prompt, output_tokens=scn.output,
                     concurrencies=list(concurrencies))
-    ran = [(p.concurrency, SimpleNamespace(output_tok_s=p.output_tok_s_total,
-                                           e2e_p50_s=p.e2e_p50_s, ok=1))
+    ran = [KneePoint(concurrency=p.concurrency, output_tok_s_total=p.output_tok_s_total,
+                     e2e_s=p.e2e_p50_s, ttft_s=p.ttft_p50_s, tpot_s=p.tpot_p50_s)
            for p in rep.points if p.fits and p.output_tok_s_total and p.e2e_p50_s is not None]
     return rep, (find_knee(ran) if len(ran) >= 2 else None)
 
