@@ -7,12 +7,11 @@
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from perfmodel.core.errors import PerfModelError
+from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.memory import MemoryEstimate, estimate_memory
 from perfmodel.core.predict import request_times
 from perfmodel.core.resolve import resolve
@@ -120,9 +119,7 @@ def predict_request(model, gpu, *, weights: str = "bf16", kv: str | None = None,
         output_tok_s_total=rt.output_tok_s_total, prefill_tok_s=rt.prefill_tok_s,
         mbu=rt.mbu, mfu=rt.mfu, roofline_floor_s=floor)
     values = {k: float(v) for k, v in values.items()}
-    bad = [k for k, v in values.items() if not math.isfinite(v)]
-    if bad:  # a defect, not bad input: refuse to print it
-        raise ArithmeticError(f"non-finite result for {', '.join(bad)}")
+    require_finite(values, what=f"{m.id} on {sc.hw.id}")
     return RequestEstimate(
         model=m.id, gpu=sc.hw.id, engine=sc.engine.id, precision=sc.precision.label,
         compute_dtype=rt.step.compute_dtype, batch=batch, prompt_tokens=prompt,

@@ -52,6 +52,7 @@ class Option:
     takes_value: bool
     required: bool
     choices: tuple[str, ...] = ()
+    type_name: str = ""       # the argparse type's name: int, positive_float, int_list, ...
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ def commands() -> list[Command]:
                 continue
             opts.append(Option(flag=flag, dest=a.dest, takes_value=a.nargs != 0,
                                required=bool(a.required) or not a.option_strings,
-                               choices=tuple(str(c) for c in (a.choices or ()))))
+                               choices=tuple(str(c) for c in (a.choices or ())),
+                               type_name=getattr(a.type, "__name__", "")))
         out.append(Command(path, tuple(opts)))
 
     walk(build_parser(), ())
@@ -157,6 +159,9 @@ def make_files(folder: Path) -> dict[str, list[str]]:
 
 # ------------------------------------------------------------------ values
 
+GOOD_SHARE = 0.85
+"""Share of option values drawn from plausible values, so calls reach the model's arithmetic;
+the rest are hostile (numbers, strings, files)."""
 NUMBERS = ["0", "-1", "1", "2", "8", "64", "1024", "4096", "131072", "1e308", "-1e308", "1e-9",
            "5e-324", "nan", "inf", "-inf", "0.5", "0.99", "1.0", "99999999999999999999999999",
            str(2**63), "1_000", "0x10", "3.", "-0"]
@@ -179,10 +184,8 @@ class Pools:
         hostile = st.one_of(st.sampled_from(NUMBERS), st.sampled_from(STRINGS),
                             st.sampled_from(self.files["hostile"]),
                             st.text(max_size=12))
-        if not good:
-            return st.one_of(st.sampled_from(NUMBERS), hostile)
-        return st.one_of(st.sampled_from(good), st.sampled_from(good), st.sampled_from(good),
-                         hostile)
+        return st.tuples(st.floats(0, 1), st.sampled_from(good), hostile).map(
+            lambda t: t[1] if t[0] < GOOD_SHARE else t[2])
 
     def _good(self, cmd: Command, opt: Option) -> list[str]:
         d = opt.dest.lower()
@@ -213,8 +216,14 @@ class Pools:
             return ["0", "0.5", "0.9", "0.999999", "1e-12"]
         if d == "url":
             return ["http://127.0.0.1:9/v1", "ftp://x", "http://"]
-        return ["1", "2", "4", "8", "64", "256", "1024", "8192", "131072", "1000000000",
-                "0.5", "1e-9", "1e9", "1,2,4"]
+        kind = opt.type_name
+        if "list" in kind:
+            return ["1,2,4", "8", "1,1000000", "3,5"]
+        if "int" in kind:
+            return ["1", "2", "4", "8", "64", "256", "1024", "8192", "131072", "1000000000"]
+        if "float" in kind:
+            return ["1", "0.05", "0.5", "2", "10", "1e-9", "1e9", "1e300"]
+        return ["1", "2", "8", "64", "1024", "0.5", "1e-9", "1e9", "1,2,4", "x"]
 
     def presets(self) -> list[str]:
         if not self._presets:

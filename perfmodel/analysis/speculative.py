@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from perfmodel.api import resolve
 from perfmodel.core.catalog import load_model
 from perfmodel.analysis.drafts import METHODS, NGRAM_LOOKUP_S, NGRAM_LOOKUP_S_PER_SEQ, Drafter, build_drafter
-from perfmodel.core.errors import PerfModelError
+from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.memory import MemoryEstimate, estimate_memory
 from perfmodel.core.parallel import validate_deployment
 from perfmodel.core.predict import Scenario, step
@@ -321,10 +321,8 @@ def estimate_specs(target: Scenario, method: str, *, batch: int, context: int,
                   baseline_tpot_s=t.baseline_s, decode_tok_s_per_user=tau / t.spec_step_s,
                   baseline_tok_s_per_user=1.0 / t.baseline_s, optimal_speedup=best_sp)
     values = {k: float(v) for k, v in values.items()}
-    bad = [k for k, v in values.items() if not np.isfinite(v)] + \
-          [f"batch_curve[{p.batch}]" for p in curve if not np.isfinite(p.speedup)]
-    if bad:  # a defect, not bad input: refuse to return it
-        raise ArithmeticError(f"non-finite result for {', '.join(bad)}")
+    require_finite({**values, **{f"batch_curve[{p.batch}]": p.speedup for p in curve}},
+                   what="speculative decoding")
     warnings += list(verify_est.warnings)
     if values["speedup"] < 1.0:
         warnings.append(f"speculation is slower than plain decoding at batch {batch}: verifying "

@@ -48,3 +48,27 @@ def pydantic_message(exc: Exception) -> str:
         except Exception:  # noqa: BLE001 - fall back to the plain text
             pass
     return str(exc).splitlines()[0]
+
+
+class OutOfRangeError(PerfModelError):
+    """Inputs each within their own bounds whose combination leaves finite arithmetic (a
+    bandwidth of 1e-300 B/s, a 1e300 FLOP/s peak, a 1e15-token context): a result that is
+    NaN, inf or a zero rate is reported as this error, never returned or printed."""
+
+
+def require_finite(values, *, what: str = "result", positive: bool = False) -> None:
+    """Raise OutOfRangeError unless every value (scalars or arrays, by name) is finite, and
+    with positive=True also > 0. The one finiteness guard of the model's outputs."""
+    import numpy as np  # local: errors.py stays importable without numpy
+
+    bad = []
+    for name, v in values.items():
+        a = np.asarray(v, dtype=float)
+        ok = np.isfinite(a) & (a > 0) if positive else np.isfinite(a)
+        if not np.all(ok):
+            first = a[~ok].flat[0] if a.ndim else a
+            bad.append(f"{name}={float(first):g}")
+    if bad:
+        raise OutOfRangeError(f"{what}: {', '.join(bad[:4])} is outside finite arithmetic: an "
+                              "input (a rate, size or length in a file or argument) is out of "
+                              "the model's range")

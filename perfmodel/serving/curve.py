@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.resolve import resolve
 from perfmodel.serving.batching import Curve, Limits, concurrency_grid, curve, limits
-from perfmodel.core.errors import PerfModelError
+from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.predict import Scenario
 from perfmodel.serving.queueing import goodput_rps, open_loop
 
@@ -133,8 +133,16 @@ def check_slo(*, optional: bool = True, **values) -> None:
         if v is None and optional:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
-                or not math.isfinite(float(v)) or v <= 0:
+                or not math.isfinite(_as_float(v)) or v <= 0:
             raise PerfModelError(f"{name} must be a positive number of seconds, got {v!r}")
+
+
+def _as_float(v) -> float:
+    """float(v), or inf for an integer too large for a float (10**400)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf
 
 
 def check_shape(sc: Scenario, prompt: int, output: int, longest_prompt=None, longest_output=None):
@@ -242,9 +250,9 @@ def serve_curve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
 
 
 def _check_finite(cv: Curve) -> None:
-    for name in ("ttft_s", "tpot_s", "e2e_s", "output_tok_s_total", "rate_rps"):
-        if not np.all(np.isfinite(getattr(cv, name))):   # a defect, not bad input
-            raise ArithmeticError(f"non-finite {name} in the serving curve")
+    require_finite({name: getattr(cv, name) for name in
+                    ("ttft_s", "tpot_s", "e2e_s", "output_tok_s_total", "rate_rps")},
+                   what="serving curve")
 
 
 def find_knee(curve_: ServeCurve, gain: float = KNEE_GAIN) -> Knee:

@@ -25,7 +25,6 @@ $/Mtok = price per GPU-hour * GPUs / (3600 * tok/s) * 1e6 (perfmodel.core.cost.u
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,7 +33,7 @@ from perfmodel import api
 from perfmodel.core import predict
 from perfmodel.analysis.claims.scenario import Scenario, fill, hardware, metric_info, model_spec, revise
 from perfmodel.core.cost import usd_per_mtok
-from perfmodel.core.errors import PerfModelError
+from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.memory import estimate_memory, weight_bytes_by_group
 from perfmodel.core.specs import Deployment, parse_format
 
@@ -139,9 +138,7 @@ def evaluate_filled(f: Scenario, *, strict: bool = True) -> Evaluation:
     if not mem.fits:
         warnings.append(f"{f.label}: does not fit ({mem.total_bytes / mem.device_bytes:.0%} of "
                         f"device memory needed, max batch {mem.max_batch} at {ctx} tokens)")
-    bad = [k for k, v in values.items() if not math.isfinite(v) or v <= 0]
-    if bad:  # a defect, not bad input: refuse to return it
-        raise ArithmeticError(f"non-finite or non-positive result for {', '.join(bad)}")
+    require_finite(values, what=f.label, positive=True)
     return Evaluation(scenario=f.label, values=values, regimes=regimes, batch=B, fits=fits,
                       memory_bytes=mem.total_bytes, capacity_bytes=mem.capacity_bytes,
                       max_batch=max_batch, num_gpus=gpus,
