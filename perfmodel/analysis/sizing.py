@@ -142,10 +142,16 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
     check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, optional=False)
     number = (int, float, np.floating, np.integer)
     if isinstance(rate_rps, bool) or not isinstance(rate_rps, number) \
-            or not math.isfinite(float(rate_rps)) or rate_rps < 0:
+            or not math.isfinite(_float(rate_rps)) or rate_rps < 0:
         raise PerfModelError(f"rate must be a finite number of requests/s >= 0, got {rate_rps!r}")
-    if not math.isfinite(float(rate_rps) * output * SECONDS_PER_HOUR):
+    if not math.isfinite(_float(rate_rps) * _float(output) * SECONDS_PER_HOUR):
         raise PerfModelError(f"rate {rate_rps!r} requests/s x {output} output tokens overflows")
+    _check_list("gpus", gpus, (str, HardwareSpec))
+    _check_list("precisions", precisions, (str,))
+    _check_list("engines", engines, (str,))
+    _check_list("counts", counts, (int, np.integer))
+    if prices is not None and not isinstance(prices, dict):
+        raise PerfModelError(f"prices must be a mapping of GPU id -> USD/hour, got {prices!r:.60}")
     if counts is not None:
         if not counts:
             raise PerfModelError("counts must be a non-empty list of positive integers")
@@ -199,6 +205,16 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
                         assumptions=report.assumptions(ENERGY_UTILIZATION))
 
 
+def _check_list(name: str, value, types: tuple) -> None:
+    """None, or a list/tuple whose items are of the given types."""
+    if value is None:
+        return
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, types) and
+                                                        not isinstance(v, bool) for v in value):
+        raise PerfModelError(f"{name} must be a list of {' or '.join(t.__name__ for t in types)}, "
+                             f"got {value!r:.60}")
+
+
 def _rank(d: SizedDeployment):
     """Cheapest $/hour first (unpriced last), then fewer GPUs, then more capacity."""
     return (d.usd_per_hour is None, d.usd_per_hour or 0.0, d.count, -d.output_tok_s_total)
@@ -210,11 +226,18 @@ def _prices(prices: dict[str, float] | None, hws: list[HardwareSpec]) -> dict[st
         key = str(gid).strip().lower()
         if key not in {h.id for h in hws}:
             raise PerfModelError(f"--price for {gid!r}: not among the GPUs searched")
-        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) \
-                or usd <= 0:
+        if isinstance(usd, bool) or not isinstance(usd, (int, float)) \
+                or not math.isfinite(_float(usd)) or usd <= 0:
             raise PerfModelError(f"price for {gid!r} must be a positive number of USD/hour")
         out[key] = float(usd)
     return out
+
+
+def _float(v) -> float:
+    try:
+        return float(v)
+    except OverflowError:    # an int beyond float range (10**400)
+        return math.inf
 
 
 def _split_precision(text: str) -> tuple[str, str | None]:

@@ -173,7 +173,7 @@ def map_row(r: Measurement) -> Target | Unmapped:
     if r.metric not in METRICS:
         return no(f"unknown metric {r.metric!r}")
     if r.measured is None:
-        return no(f"value {r.value!r} is not a positive number")
+        return no(f"value {r.value!r} is not a plausible positive number")
     gpu, why, notes = gpu_id(r.gpu)
     if gpu is None:
         return no(why)

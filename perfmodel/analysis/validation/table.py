@@ -64,11 +64,17 @@ class Measurement(BaseModel):
             v = float(self.value)
         except ValueError:
             return None
-        return v if math.isfinite(v) and v > 0 else None
+        return v if MEASURED_MIN <= v <= MEASURED_MAX else None
 
     @property
     def label(self) -> str:
         return f"{self.dataset}#{self.row}"
+
+
+MEASURED_MIN, MEASURED_MAX = 1e-12, 1e15
+"""Plausible measured values in base units (assumption): no latency below a picosecond, no
+rate above 1e15 tokens/s; outside them a row is unusable, and ratios of such values leave
+finite arithmetic."""
 
 
 def rows_from_dicts(dataset: str, records: list[dict[str, str]]) -> list[Measurement]:
