@@ -277,11 +277,18 @@ def _search_group(ctx: _Ctx, sc0, prec: str, warnings: list[str]):
         warnings = list(warnings) + resolve_compute(sc0.hw, sc0.precision, sc0.engine)[1]
     except PerfModelError:
         return None, None, 0       # e.g. activations narrower than weights
+    # the engine's fixed costs alone miss a target: TPOT >= cpu_overhead_per_step_s and
+    # TTFT >= per_request_overhead_s for every shape, so one evaluated shape (for the nearest
+    # miss) is enough (bounds the work for a 1e-9 s target)
+    hopeless = (sc0.engine.cpu_overhead_per_step_s >= ctx.tpot
+                or sc0.engine.per_request_overhead_s >= ctx.ttft)
     groups: dict[tuple[int, int], list[int]] = {}
     for tp, pp, ep in shapes(ctx.m, ctx.max_gpus):
         groups.setdefault((tp, ep), []).append(pp)
     evaluated = 0
     for (tp, ep), pps in groups.items():
+        if hopeless and miss is not None:
+            break
         batch = []
         for pp in pps:
             g = tp * pp
