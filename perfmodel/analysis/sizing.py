@@ -38,7 +38,7 @@ from perfmodel.serving.batching import (capacity_bytes, concurrency_grid, curves
                                 weights_bytes)
 from perfmodel.core.catalog import load_model
 from perfmodel.core.cost import joules_per_token, usd_per_mtok
-from perfmodel.core.errors import PerfModelError
+from perfmodel.core.errors import OutOfRangeError, PerfModelError, require_finite
 from perfmodel.core.hardware import list_gpus, load_gpu
 from perfmodel.core.parallel import link_for, validate_deployment
 from perfmodel.core.profile import load_profile
@@ -116,6 +116,9 @@ class SizingResult(BaseModel):
     nearest_miss: SizedDeployment | None
     evaluated: int = Field(description="Replica shapes whose curve was computed.")
     assumptions: list[str]
+    warnings: list[str] = Field(default_factory=list,
+                                description="Candidates left out, e.g. results outside finite "
+                                            "arithmetic on an extreme hardware file.")
 
 
 @dataclass
@@ -175,12 +178,17 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
     found: list[SizedDeployment] = []
     misses: list[tuple[tuple, SizedDeployment]] = []
     evaluated = 0
+    skipped: list[str] = []
     for hw in hws:
         for prec in precisions:
             w, kv = _split_precision(prec)
             for eng in engines:
                 sc0, warnings, _ = resolve(m, hw, weights=w, kv=kv, engine=eng, profile=profile)
-                best, miss, n = _search_group(ctx, sc0, prec, warnings)
+                try:
+                    best, miss, n = _search_group(ctx, sc0, prec, warnings)
+                except OutOfRangeError as exc:
+                    skipped.append(f"{hw.id} {prec} {eng} left out: {exc}")
+                    continue
                 evaluated += n
                 if best is not None:
                     found.append(best)
@@ -202,7 +210,7 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
         reason = report.infeasible_reason(ctx, nearest, hws, precisions)
     return SizingResult(request=request, deployments=found[:limit], infeasible_reason=reason,
                         nearest_miss=nearest, evaluated=evaluated,
-                        assumptions=report.assumptions(ENERGY_UTILIZATION))
+                        assumptions=report.assumptions(ENERGY_UTILIZATION), warnings=skipped)
 
 
 def _check_list(name: str, value, types: tuple) -> None:
@@ -318,8 +326,14 @@ def _search_group(ctx: _Ctx, sc0, prec: str, warnings: list[str]):
             batch.append((sc, lim, full_weights / g, reps, r_max, base))
         if not batch:
             continue
-        cvs = curves([b[0] for b in batch], [concurrency_grid(b[1].limit) for b in batch],
-                     ctx.prompt, ctx.output, [b[1] for b in batch], weights=[b[2] for b in batch])
+        with np.errstate(all="ignore"):
+            cvs = curves([b[0] for b in batch], [concurrency_grid(b[1].limit) for b in batch],
+                         ctx.prompt, ctx.output, [b[1] for b in batch],
+                         weights=[b[2] for b in batch])
+        for cv in cvs:
+            require_finite({"ttft_s": cv.ttft_s, "tpot_s": cv.tpot_s, "e2e_s": cv.e2e_s,
+                            "rate_rps": cv.rate_rps}, what=f"{sc0.model.id} on {sc0.hw.id}",
+                           positive=True)
         evaluated += len(batch)
         for (sc, lim, _, reps, r_max, base), cv in zip(batch, cvs):
             dep, cand = _evaluate(ctx, sc, lim, cv, base, reps, r_max)

@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 
+import numpy as np
 from pydantic import ValidationError
 
 from perfmodel.core.errors import PerfModelError, pydantic_message
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # usage errors (exit 2) and --help (exit 0)
         return int(exc.code or 0)
     try:
-        return int(args.func(args) or 0)
+        with np.errstate(all="ignore"):  # results are checked (errors.require_finite), not warned
+            return int(args.func(args) or 0)
     except ValidationError as exc:
         sys.stderr.write(f"perfmodel {args.command}: error: {one_line(pydantic_message(exc))}\n")
     except PerfModelError as exc:

@@ -66,9 +66,8 @@ def require_finite(values, *, what: str = "result", positive: bool = False) -> N
         a = np.asarray(v, dtype=float)
         ok = np.isfinite(a) & (a > 0) if positive else np.isfinite(a)
         if not np.all(ok):
-            first = a[~ok].flat[0] if a.ndim else a
-            bad.append(f"{name}={float(first):g}")
+            bad.append(name)
     if bad:
-        raise OutOfRangeError(f"{what}: {', '.join(bad[:4])} is outside finite arithmetic: an "
-                              "input (a rate, size or length in a file or argument) is out of "
-                              "the model's range")
+        kind = "a positive finite number" if positive else "finite"
+        raise OutOfRangeError(f"{what}: {', '.join(bad[:4])} not {kind}: an input (a rate, size "
+                              "or length in a file or argument) is outside the model's range")
