@@ -175,7 +175,7 @@ def make_files(folder: Path) -> dict[str, list[str]]:
 
 # ------------------------------------------------------------------ values
 
-GOOD_SHARE = 0.85
+GOOD_SHARE = 0.9
 """Share of option values drawn from plausible values, so calls reach the model's arithmetic;
 the rest are hostile (numbers, strings, files)."""
 NUMBERS = ["0", "-1", "1", "2", "8", "64", "1024", "4096", "131072", "1e308", "-1e308", "1e-9",
@@ -264,7 +264,7 @@ def argv_strategy(cmd: Command, pools: Pools) -> st.SearchStrategy[list[str]]:
     def build(draw) -> list[str]:
         parts: list[list[str]] = []
         for opt in cmd.options:
-            share = PREFER.get(opt.dest, 0.93 if opt.required else 0.35)
+            share = PREFER.get(opt.dest, 0.97 if opt.required else 0.35)
             use = draw(st.floats(0, 1)) < share
             if not use:
                 continue
