@@ -95,13 +95,6 @@ def load_mapping(path: str | Path, *, what: str = "file", fmt: Format = "auto",
     return parse_text(text, where=str(path), fmt=fmt, mapping=True)
 
 
-def load_data(path: str | Path, *, what: str = "file", fmt: Format = "auto",
-              max_bytes: int = DATA_MAX_BYTES) -> Any:
-    """Like load_mapping for data files whose root may be a list."""
-    text = read_text(path, what=what, max_bytes=max_bytes)
-    return parse_text(text, where=str(path), fmt=fmt, mapping=False)
-
-
 def check_tree(data: Any, *, where: str) -> None:
     """Refuse documents deeper than MAX_DEPTH, larger than MAX_NODES, or with keys that are
     not strings/numbers/booleans (iterative: never recurses)."""

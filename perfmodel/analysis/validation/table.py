@@ -91,6 +91,13 @@ def read_table(path: str | Path) -> list[Measurement]:
     """Read one CSV table; errors name the file and what is wrong."""
     p = Path(path)
     text = read_text(p, what="measurement table", max_bytes=DATA_MAX_BYTES)
+    try:
+        return _parse_table(p, text)
+    except csv.Error as exc:   # e.g. a cell over the csv module's field limit
+        raise SpecFileError(f"{p}: not a CSV table ({exc})") from None
+
+
+def _parse_table(p: Path, text: str) -> list[Measurement]:
     reader = csv.DictReader(io.StringIO(text, newline=""))   # quoted cells may hold newlines
     header = tuple(reader.fieldnames or ())
     missing = [c for c in COLUMNS if c not in header]
