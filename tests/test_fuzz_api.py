@@ -126,3 +126,19 @@ def test_extreme_gpu_file_gives_finite_result_or_clean_error(tmp_path, field, va
     f = tmp_path / "extreme.yaml"
     f.write_text(yaml.safe_dump(data))
     _call(api.predict_request, dict(model="llama-3.1-8b", gpu=str(f), batch=4))
+
+
+@pytest.mark.parametrize("engine,prof", [
+    (None, None), ("vllm", None), (ENGINES["vllm"], {"engines": {}}),
+    (ENGINES["vllm"], Profile.model_construct(engines={"vllm": [1, 2]})),
+    (ENGINES["vllm"], Profile.model_construct(engines={"vllm": {5: 1}})),
+    (ENGINES["vllm"], Profile.model_construct(engines={"vllm": {"launch_s": "x"}})),
+    (ENGINES["vllm"], Profile.model_construct(engines=None)),
+])
+def test_apply_engine_wrong_types_are_clean_errors(engine, prof):
+    """Issue 17: a malformed engine block raised TypeError/AttributeError."""
+    try:
+        out = apply_engine(engine, prof)
+    except PerfModelError:
+        return
+    assert out is engine

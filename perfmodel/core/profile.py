@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.files import load_mapping
-from perfmodel.core.errors import SpecFileError, pydantic_message
+from perfmodel.core.errors import PerfModelError, SpecFileError, pydantic_message
 from perfmodel.core.specs import Efficiency, EngineProfile, Spec
 
 _ENGINE_FIELDS = set(EngineProfile.model_fields) - {"id", "name", "source"}
@@ -74,9 +74,17 @@ def save_profile(prof: Profile, path: str | Path) -> None:
 
 def apply_engine(engine: EngineProfile, prof: Profile | None) -> EngineProfile:
     """The engine with the profile's overrides for its id, if any."""
-    if prof is None or engine.id not in prof.engines:
+    if not isinstance(engine, EngineProfile):
+        raise PerfModelError(f"apply_engine: expected an EngineProfile, got {type(engine).__name__}")
+    if prof is not None and not isinstance(prof, Profile):
+        raise PerfModelError(f"apply_engine: expected a Profile or None, got {type(prof).__name__}")
+    if prof is None or not isinstance(prof.engines, dict) or engine.id not in prof.engines:
         return engine
+    block = prof.engines[engine.id]
+    if not isinstance(block, dict):
+        raise SpecFileError(f"engines.{engine.id}: expected a mapping of engine fields, "
+                            f"got {type(block).__name__}")
     try:
-        return EngineProfile(**{**engine.model_dump(), **prof.engines[engine.id]})
+        return EngineProfile.model_validate({**engine.model_dump(), **block})
     except ValidationError as exc:
         raise SpecFileError(f"engines.{engine.id}.{pydantic_message(exc)}") from None

@@ -115,7 +115,7 @@ def _tp_rows(data: dict, source: str) -> list[dict[str, str]]:
                     "notes": (f"calibrate/bench_nccl.py {section} {mode} tp={tp}; random "
                               f"weights; torch {env.get('torch_version')}, nccl "
                               f"{env.get('nccl_version')}, {env.get('date_utc')}")})
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError, OverflowError):
                 continue   # a malformed record is not a measurement
     return rows
 
@@ -134,7 +134,7 @@ def convert_raw(data: dict, source: str = "") -> list[dict[str, str]]:
     for rec in e2e.get("records") or []:
         try:
             r = _row(env, source, rec, shape, compile_mode)
-        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        except (KeyError, TypeError, ValueError, ArithmeticError):
             continue   # a malformed record is not a measurement
         if r is not None:
             rows.append(r)
