@@ -19,6 +19,11 @@ from perfmodel.core.roofline import roofline_floor_s
 from perfmodel.core.units import GB
 
 
+MAX_COUNT = 10**15
+"""Largest batch, token count or parallel degree accepted: far above any deployment, and
+small enough that every product the model forms stays a finite float."""
+
+
 class OpBreakdown(BaseModel):
     """One op's share of the reported step."""
 
@@ -88,10 +93,13 @@ def predict_request(model, gpu, *, weights: str = "bf16", kv: str | None = None,
     """Predict one configuration. Raises PerfModelError on bad input; never returns NaN."""
     for name, v in (("batch", batch), ("prompt", prompt), ("output", output),
                     ("new_tokens", new_tokens), ("tp", tp), ("pp", pp), ("ep", ep)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
-            raise PerfModelError(f"{name} must be a positive integer, got {v!r}")
-    if context is not None and (not isinstance(context, (int, np.integer)) or context < 0):
-        raise PerfModelError(f"context must be a non-negative integer, got {context!r}")
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 < v <= MAX_COUNT:
+            raise PerfModelError(f"{name} must be a positive integer up to {MAX_COUNT:.0e}, "
+                                 f"got {v!r:.40}")
+    if context is not None and (not isinstance(context, (int, np.integer))
+                                or isinstance(context, bool) or not 0 <= context <= MAX_COUNT):
+        raise PerfModelError(f"context must be a non-negative integer up to {MAX_COUNT:.0e}, "
+                             f"got {context!r:.40}")
     sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv, activations=activations,
                                         engine=engine, tp=tp, pp=pp, ep=ep, attention=attention,
                                         profile=profile, hardware_dir=hardware_dir)
@@ -133,8 +141,9 @@ def memory(model, gpu, *, weights: str = "bf16", kv: str | None = None, batch: i
            hardware_dir: str | None = None) -> MemoryEstimate:
     """Memory of one configuration per GPU."""
     for name, v in (("batch", batch), ("context", context), ("tp", tp), ("pp", pp)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
-            raise PerfModelError(f"{name} must be a positive integer, got {v!r}")
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 < v <= MAX_COUNT:
+            raise PerfModelError(f"{name} must be a positive integer up to {MAX_COUNT:.0e}, "
+                                 f"got {v!r:.40}")
     sc, _, _ = resolve(model, gpu, weights=weights, kv=kv, engine=engine, tp=tp, pp=pp,
                        hardware_dir=hardware_dir)
     if context > sc.model.max_context:

@@ -118,13 +118,17 @@ class MaxThroughput(BaseModel):
     warnings: list[str]
 
 
+MAX_COUNT = 10**15   # as api.MAX_COUNT: any larger count leaves finite float products
+
+
 def check_positive_int(*, optional: tuple[str, ...] = (), **values) -> None:
     """Each value a positive integer (None allowed for the names in `optional`)."""
     for name, v in values.items():
         if v is None and name in optional:
             continue
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
-            raise PerfModelError(f"{name} must be a positive integer, got {v!r}")
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 < v <= MAX_COUNT:
+            raise PerfModelError(f"{name} must be a positive integer up to {MAX_COUNT:.0e}, "
+                                 f"got {v!r:.40}")
 
 
 def check_slo(*, optional: bool = True, **values) -> None:
