@@ -137,3 +137,17 @@ def test_mfu_and_mbu_never_exceed_one(model, gpu, weights, activations, kv, tp, 
     assert 0 <= r.mfu <= 1 + 1e-9, r.mfu
     assert 0 <= r.mbu <= 1 + 1e-9, r.mbu
     assert math.isfinite(r.tpot_s) and r.output_tok_s_total > 0
+
+
+@given(text=st.one_of(st.text(max_size=200),
+                      st.builds(lambda d, k: "a: " + "[" * d + k + "]" * d,
+                                st.integers(0, 3000), st.sampled_from(["", "1", "!!python/name:os.system"])),
+                      st.builds(lambda d: '{"a":' * d + "1" + "}" * d, st.integers(0, 3000))),
+       fmt=st.sampled_from(["yaml", "json"]), mapping=st.booleans())
+def test_parse_text_gives_data_or_one_clean_error(text, fmt, mapping):
+    try:
+        data = parse_text(text, where="t", fmt=fmt, mapping=mapping)
+    except SpecFileError as exc:
+        assert str(exc).startswith("t: ")
+        return
+    assert isinstance(data, dict) or not mapping

@@ -9,6 +9,7 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from streamlit.testing.v1.errors import AppTestError
 
 from perfmodel.webapp import state
 
@@ -72,11 +73,12 @@ def test_page_inputs_fuzzed(page, data, query):
     _no_non_finite_metric(at)
     for kind in KINDS:
         for w in list(getattr(at, kind)):
-            if not data.draw(st.booleans(), label=f"set {kind} {w.key}"):
+            if getattr(w.proto, "disabled", False) or \
+                    not data.draw(st.booleans(), label=f"set {kind} {w.key}"):
                 continue
             try:
                 _choose(data, w, kind)
-            except (ValueError, TypeError, IndexError, AttributeError):
+            except (AppTestError, ValueError, TypeError, IndexError, AttributeError):
                 continue   # AppTest refused the value itself (not the app)
     at.run()
     clean(at)
