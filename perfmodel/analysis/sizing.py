@@ -44,7 +44,7 @@ from perfmodel.core.parallel import link_for, validate_deployment
 from perfmodel.core.profile import load_profile
 from perfmodel.serving.queueing import at_rate, goodput_rps, open_loop
 from perfmodel.core.roofline import resolve_compute
-from perfmodel.serving.curve import check_positive_int, check_slo
+from perfmodel.serving.curve import as_float, check_positive_int, check_slo
 from perfmodel.core.specs import Deployment, HardwareSpec, ModelSpec
 from perfmodel.core.units import SECONDS_PER_HOUR
 
@@ -145,9 +145,9 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
     check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, optional=False)
     number = (int, float, np.floating, np.integer)
     if isinstance(rate_rps, bool) or not isinstance(rate_rps, number) \
-            or not math.isfinite(_float(rate_rps)) or rate_rps < 0:
+            or not math.isfinite(as_float(rate_rps)) or rate_rps < 0:
         raise PerfModelError(f"rate must be a finite number of requests/s >= 0, got {rate_rps!r}")
-    if not math.isfinite(_float(rate_rps) * _float(output) * SECONDS_PER_HOUR):
+    if not math.isfinite(as_float(rate_rps) * as_float(output) * SECONDS_PER_HOUR):
         raise PerfModelError(f"rate {rate_rps!r} requests/s x {output} output tokens overflows")
     _check_list("gpus", gpus, (str, HardwareSpec))
     _check_list("precisions", precisions, (str,))
@@ -235,17 +235,10 @@ def _prices(prices: dict[str, float] | None, hws: list[HardwareSpec]) -> dict[st
         if key not in {h.id for h in hws}:
             raise PerfModelError(f"--price for {gid!r}: not among the GPUs searched")
         if isinstance(usd, bool) or not isinstance(usd, (int, float)) \
-                or not math.isfinite(_float(usd)) or usd <= 0:
+                or not math.isfinite(as_float(usd)) or usd <= 0:
             raise PerfModelError(f"price for {gid!r} must be a positive number of USD/hour")
         out[key] = float(usd)
     return out
-
-
-def _float(v) -> float:
-    try:
-        return float(v)
-    except OverflowError:    # an int beyond float range (10**400)
-        return math.inf
 
 
 def _split_precision(text: str) -> tuple[str, str | None]:

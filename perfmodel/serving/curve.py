@@ -137,11 +137,11 @@ def check_slo(*, optional: bool = True, **values) -> None:
         if v is None and optional:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
-                or not math.isfinite(_as_float(v)) or v <= 0:
+                or not math.isfinite(as_float(v)) or v <= 0:
             raise PerfModelError(f"{name} must be a positive number of seconds, got {v!r}")
 
 
-def _as_float(v) -> float:
+def as_float(v) -> float:
     """float(v), or inf for an integer too large for a float (10**400)."""
     try:
         return float(v)
