@@ -119,6 +119,7 @@ class MaxThroughput(BaseModel):
 
 
 MAX_COUNT = 10**15   # as api.MAX_COUNT: any larger count leaves finite float products
+MAX_SLO_S = 1e9      # a latency target beyond ~30 years is no target; larger ones overflow in ms
 
 
 def check_positive_int(*, optional: tuple[str, ...] = (), **values) -> None:
@@ -137,8 +138,9 @@ def check_slo(*, optional: bool = True, **values) -> None:
         if v is None and optional:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
-                or not math.isfinite(as_float(v)) or v <= 0:
-            raise PerfModelError(f"{name} must be a positive number of seconds, got {v!r}")
+                or not math.isfinite(as_float(v)) or not 0 < v <= MAX_SLO_S:
+            raise PerfModelError(f"{name} must be a positive number of seconds up to "
+                                 f"{MAX_SLO_S:.0e}, got {v!r:.40}")
 
 
 def as_float(v) -> float:
