@@ -112,7 +112,7 @@ def _ids() -> dict[str, list[str]]:
     from perfmodel.core.hardware import list_gpus
     from perfmodel.core.specs import PRECISION_NAMES
     return {"model": [m.id for m in list_models()], "gpu": [g.id for g in list_gpus()],
-            "engine": sorted(ENGINES), "precision": list(PRECISION_NAMES) + ["int4-g64", "bf16/fp8"]}
+            "engine": sorted(ENGINES), "precision": list(PRECISION_NAMES) + ["int4-g64"]}
 
 
 def make_files(folder: Path) -> dict[str, list[str]]:
@@ -178,6 +178,9 @@ def make_files(folder: Path) -> dict[str, list[str]]:
 GOOD_SHARE = 0.9
 """Share of option values drawn from plausible values, so calls reach the model's arithmetic;
 the rest are hostile (numbers, strings, files)."""
+PLAUSIBLE_SHARE = 0.4
+"""Share of calls whose every value is plausible (ids, small counts, real files), so that the
+model's arithmetic is reached, not only its input checks."""
 NUMBERS = ["0", "-1", "1", "2", "8", "64", "1024", "4096", "131072", "1e308", "-1e308", "1e-9",
            "5e-324", "nan", "inf", "-inf", "0.5", "0.99", "1.0", "99999999999999999999999999",
            str(2**63), "1_000", "0x10", "3.", "-0"]
@@ -193,10 +196,14 @@ class Pools:
     tmp: Path
     _presets: list[str] = field(default_factory=list)
 
-    def for_option(self, cmd: Command, opt: Option) -> st.SearchStrategy[str]:
+    def for_option(self, cmd: Command, opt: Option, *, plausible: bool = False
+                   ) -> st.SearchStrategy[str]:
+        """A value for the option: with plausible=True always one of its plausible values."""
         if opt.dest in OUTPUT_DESTS:
             return st.sampled_from([str(self.tmp / "out" / "o.yaml"), str(self.tmp / "out.json")])
         good = self._good(cmd, opt)
+        if plausible:
+            return st.sampled_from(good)
         hostile = st.one_of(st.sampled_from(NUMBERS), st.sampled_from(STRINGS),
                             st.sampled_from(self.files["hostile"]),
                             st.text(max_size=12))
@@ -225,10 +232,12 @@ class Pools:
             return ids["gpu"] + files["gpu"] * 4 + ["fuzz-tiny", "fuzz-slow", "h100-sxm,h200-sxm"]
         if d in ("engine", "engines", "framework"):
             return ids["engine"]
-        if d in ("weights", "kv", "activations", "draft_weights", "precisions", "quantization"):
+        if d in ("weights", "kv", "activations", "draft_weights", "quantization"):
             return ids["precision"]
+        if d == "precisions":
+            return ids["precision"] + ["bf16/fp8", "fp8,int4", "int4/fp8"]
         if "profile" in d or d == "base":
-            return files["profile"] + files["gpu"]
+            return files["profile"]
         if d in ("baseline", "improved") or "scenario" in d:
             return files["scenario"]
         if d in ("data", "raw", "run", "path", "file"):
@@ -242,10 +251,13 @@ class Pools:
         if d == "url":
             return ["http://127.0.0.1:9/v1", "ftp://x", "http://"]
         kind = opt.type_name
+        if d in ("tp", "pp", "ep", "gamma", "max_levers", "limit", "new_tokens", "gpu_count",
+                 "max_gpus", "samples"):
+            return ["1", "2", "4", "8", "1", "1"]
         if "list" in kind:
             return ["1,2,4", "8", "1,1000000", "3,5"]
         if "int" in kind:
-            return ["1", "2", "4", "8", "64", "256", "1024", "8192", "131072", "1000000000"]
+            return ["1", "2", "8", "64", "256", "1024", "4096", "8192", "32768", "131072"]
         if "float" in kind:
             return ["1", "0.05", "0.5", "2", "10", "1e-9", "1e9", "1e300"]
         return ["1", "2", "8", "64", "1024", "0.5", "1e-9", "1e9", "1,2,4", "x"]
@@ -262,6 +274,7 @@ def argv_strategy(cmd: Command, pools: Pools) -> st.SearchStrategy[list[str]]:
 
     @st.composite
     def build(draw) -> list[str]:
+        plausible = draw(st.floats(0, 1)) < PLAUSIBLE_SHARE   # a call with no hostile value
         parts: list[list[str]] = []
         for opt in cmd.options:
             share = PREFER.get(opt.dest, 0.97 if opt.required else 0.35)
@@ -271,7 +284,7 @@ def argv_strategy(cmd: Command, pools: Pools) -> st.SearchStrategy[list[str]]:
             if not opt.takes_value:
                 parts.append([opt.flag])
                 continue
-            value = draw(pools.for_option(cmd, opt))
+            value = draw(pools.for_option(cmd, opt, plausible=plausible))
             parts.append([value] if opt.flag is None else [opt.flag, value])
         order = draw(st.permutations(range(len(parts)))) if parts else []
         flat = [x for i in order for x in parts[i]]
