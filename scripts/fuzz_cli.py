@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from hypothesis import HealthCheck, Phase, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from fuzz_harness import argv_strategy, call, commands, new_pools  # noqa: E402
 
@@ -48,6 +48,7 @@ def main() -> int:
             break
         @settings(max_examples=per_cmd, deadline=None, database=None, phases=[Phase.generate],
                   suppress_health_check=list(HealthCheck), derandomize=False)
+        @seed(args.seed * 1000 + i)       # reproducible: the same seed replays the same calls
         @given(argv=argv_strategy(cmd, pools))
         def one(argv):
             if stop["now"] or time.perf_counter() - t0 > args.max_seconds:
