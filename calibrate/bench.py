@@ -19,7 +19,10 @@ JSON written (schema_version 1), one object; all sizes in bytes, all times in se
               total_memory_bytes, nvidia_smi_before, nvidia_smi_after ({driver_version,
               clocks_sm_mhz, clocks_mem_mhz, clocks_max_sm_mhz} or null), cpu_name,
               cpu_count, torch_threads, cpu_affinity (cores the run was pinned to; may be
-              absent in older files) (GPU fields are null on the CPU)
+              absent in older files), cpu ({model_name, vendor_id, family, model,
+              stepping, mhz_median, mhz_min, mhz_max ("cpu MHz" over cores), cpufreq_max_mhz,
+              logical_cpus, source}: /proc/cpuinfo; absent in older files)
+              (GPU fields are null on the CPU)
   every other section: {"records": [...], "skipped": [{"what", "reason"}], "elapsed_s"}
   bandwidth.records: kind ("copy"|"read"|"write"), dtype, buffer_bytes, bytes (moved per
               call; copy counts read + write), seconds, bytes_per_s, reps, inner
@@ -35,14 +38,20 @@ JSON written (schema_version 1), one object; all sizes in bytes, all times in se
               "device": events with the queue pre-filled), kernels, seconds (all kernels),
               seconds_per_kernel, host_seconds_per_launch (host enqueue time / kernels)
   e2e:        model (shape dict: name, num_layers, d_model, num_heads, num_kv_heads,
-              head_dim, ffn_dim, vocab_size, tied_embeddings, rope_theta), records:
-              model, mode ("eager" | "graph": one CUDA graph per step | "compile":
-              torch.compile of each layer and the head, no CUDA graphs | "hf_generate"),
+              head_dim, ffn_dim, vocab_size, tied_embeddings, rope_theta), modes ({mode:
+              {engine: the perfmodel engine preset the mode implements, what, scope,
+              compiled, cuda_graphs, attention, and for compile compile_mode, fullgraph,
+              dynamic; for hf_generate transformers_version, attn_implementation, cache,
+              kernels_per_token}}), records:
+              model, mode ("eager" | "graph": one CUDA graph per step | "compile": gpt-fast's
+              whole-model torch.compile, mode="reduce-overhead" (CUDA graphs) | "hf_generate"),
               dtype ("bf16"|"fp8_e4m3"), phase ("decode"|"prefill"), batch, context (KV
               tokens before the step; 0 for prefill), prompt (prefill length, else null),
               new_tokens (tokens per sequence in the step), seconds (per step; for
               hf_generate decode, per generated token), tokens_per_s (batch*new_tokens/s),
-              kernels (kernel+memset+memcpy nodes of the step's CUDA graph, or null),
+              kernels (kernel+memset+memcpy nodes of the step's CUDA graph, or null; compile:
+              of one decode step compiled the same way without CUDA graphs; hf_generate:
+              CUDA kernel+memcpy+memset events per generated token, torch.profiler),
               compile_s (first-call time in compile mode, else null), reps.
               hf_generate records add generated_tokens; their decode seconds is
               (t(generate N) - t(generate 1)) / (N - 1), their prefill seconds t(generate 1).
@@ -108,10 +117,12 @@ def parse_args(argv):
     p.add_argument("--sections", default=",".join(SECTIONS),
                    help=f"comma-separated subset of {','.join(SECTIONS)} (env always runs)")
     p.add_argument("--out", help="JSON path (default calibrate/data/raw-<gpu>-<date>.json)")
-    p.add_argument("--compile-mode", default="default",
-                   choices=("default", "max-autotune-no-cudagraphs"))
+    p.add_argument("--compile-mode", default="reduce-overhead",
+                   choices=("reduce-overhead", "default", "max-autotune"),
+                   help="torch.compile mode of the whole-model step (default reduce-overhead, "
+                        "as gpt-fast = the torch-compile engine preset)")
     p.add_argument("--compile-budget-s", type=float, default=None,
-                   help="stop adding torch.compile points after this long (default 120 on cuda)")
+                   help="stop adding torch.compile points after this long (default 300)")
     p.add_argument("--pin-cpu", type=int, default=None,
                    help="pin the process to this CPU core while it runs (default: no pinning). "
                         "An experiment for host-bound timings (eager, HF generate): on the H200 "
@@ -166,6 +177,7 @@ def main(argv=None) -> int:
         if name == "hf":   # HF generate records live in e2e, next to the plain-torch ones
             e2e = result.setdefault("e2e", {"model": part.get("model"), "records": [],
                                             "skipped": [], "elapsed_s": 0.0})
+            e2e.setdefault("modes", {}).update(part.get("modes") or {})
             e2e["records"] += part["records"]
             e2e["skipped"] += part["skipped"]
             e2e["elapsed_s"] += part["elapsed_s"]

@@ -1,8 +1,11 @@
 """End-to-end timing of a random-weight Llama-shaped model in plain torch, for calibrate/bench.py.
 
-torch + the standard library only. The model (bench_model.py) runs eagerly, as one captured
-CUDA graph per step, or with each layer (and the head) under torch.compile, in bf16 and fp8.
-Hugging Face generate() is timed by bench_hf.py. The record fields are documented in bench.py.
+torch + the standard library only. Each mode runs the engine preset it stands for
+(perfmodel/core/engines.py; the section's "modes" says what ran): eager = torch-eager (plain
+PyTorch, gpt-fast's model without compile), graph = torch-graph (the eager step in one CUDA
+graph), compile = torch-compile (gpt-fast: the whole step under torch.compile,
+mode="reduce-overhead", CUDA graphs); bf16, and fp8 for eager and graph. Hugging Face
+generate() (hf-eager) is timed by bench_hf.py. The record fields are documented in bench.py.
 """
 from __future__ import annotations
 
@@ -10,8 +13,7 @@ import time
 
 import torch
 
-from bench_model import (FP8, LLAMA_8B, TINY, LlamaShaped, head_forward,
-                         kv_bytes_per_token, layer_forward, weight_bytes)
+from bench_model import FP8, LLAMA_8B, TINY, LlamaShaped, kv_bytes_per_token, weight_bytes
 from bench_timing import capture_graph
 
 FULL_PLAN = {"batches": (1, 8, 32, 64), "contexts": (512, 4096),
@@ -116,25 +118,11 @@ def run_points(ctx, model, shape, mode, dtype, pts, make_fn, records, skipped):
                 + (f", {kernels} kernels" if kernels else ""))
 
 
-def eager_maker(ctx, model, layer_fn=layer_forward, head_fn=head_forward):
-    """Eager (or, given compiled layer/head functions, torch.compile) steps; kernels are
-    counted once per phase, for compile only (eager records copy graph mode's counts)."""
-    counted = set()
-
+def eager_maker(ctx, model):
+    """Eager steps: every op dispatched from Python (kernels: graph mode's counts, copied)."""
     def make(phase, B, S, T):
         tokens = torch.randint(0, model.embed.shape[0], (B, T), device=model.embed.device)
-        fn = lambda i=0: model.forward(tokens, S, layer_fn, head_fn)  # noqa: E731
-        if layer_fn is layer_forward:
-            return fn, None, None
-        t0 = time.perf_counter()                # first call compiles (or recompiles)
-        fn()
-        ctx.timer.sync()
-        compile_s = time.perf_counter() - t0
-        count = None
-        if phase not in counted:
-            counted.add(phase)
-            count = lambda: count_kernels(ctx, fn)  # noqa: E731
-        return fn, compile_s, count
+        return (lambda i=0: model.forward(tokens, S)), None, None
     return make
 
 
@@ -162,14 +150,60 @@ def copy_kernels(records, dtype) -> None:
             r["kernels"] = counts.get(key(r))
 
 
-def compile_fns(ctx):
+def compile_step(ctx, model, mode):
+    """The torch-compile engine as gpt-fast runs it: the whole model step (all layers, the
+    head and the argmax) under one torch.compile, fullgraph, mode="reduce-overhead" (CUDA
+    graphs via cudagraph trees). dynamic=True: one compiled graph serves every batch and
+    context (fewer compiles in the lease; shape specialisations 1 vs >1 still recompile), and
+    cudagraph trees record one CUDA graph per distinct shape. Weights and KV caches are
+    marked static addresses, as nn.Module parameters and buffers are in gpt-fast, so the
+    graphs read them in place instead of copying them in."""
     import torch._dynamo as dynamo
     cfg = dynamo.config
     for name in ("recompile_limit", "cache_size_limit"):
         if hasattr(cfg, name):
             setattr(cfg, name, 64)
-    mode = None if ctx.args.compile_mode == "default" else ctx.args.compile_mode
-    return torch.compile(layer_forward, mode=mode), torch.compile(head_forward, mode=mode)
+    for t in model.tensors():
+        dynamo.mark_static_address(t)
+    kw = {} if mode in (None, "default") else {"mode": mode}
+    return torch.compile(model.forward, fullgraph=True, dynamic=True, **kw)
+
+
+def compile_maker(ctx, model, step, graphs: bool):
+    def make(phase, B, S, T):
+        tokens = torch.randint(0, model.embed.shape[0], (B, T), device=model.embed.device)
+        mark = getattr(torch.compiler, "cudagraph_mark_step_begin", None) if graphs else None
+
+        def fn(i=0):
+            if mark is not None:
+                mark()           # each call is a new inference step (cudagraph trees)
+            return step(tokens, S)
+        t0 = time.perf_counter()                # first call compiles (or recompiles)
+        fn()
+        ctx.timer.sync()
+        return fn, time.perf_counter() - t0, None
+    return make
+
+
+def mode_details(ctx) -> dict:
+    """What each e2e mode runs, and the engine preset (perfmodel/core/engines.py) it stands for."""
+    mode = ctx.args.compile_mode
+    return {
+        "eager": {"engine": "torch-eager", "scope": "whole model", "compiled": False,
+                  "cuda_graphs": False, "attention": "SDPA default dispatch (enable_gqa)",
+                  "what": "plain PyTorch eager, as gpt-fast's model.py without compile: every "
+                          "op dispatched from Python"},
+        "graph": {"engine": "torch-graph", "scope": "whole model", "compiled": False,
+                  "cuda_graphs": ctx.cuda, "attention": "SDPA default dispatch (enable_gqa)",
+                  "what": "the eager step captured as one CUDA graph per (B, S, T) point and "
+                          "replayed (unfused kernels)"},
+        "compile": {"engine": "torch-compile", "scope": "whole model", "compiled": True,
+                    "compile_mode": mode, "fullgraph": True, "dynamic": True,
+                    "cuda_graphs": ctx.cuda and mode == "reduce-overhead",
+                    "attention": "SDPA (extern kernel in the compiled graph)",
+                    "what": "gpt-fast's decode: torch.compile of the whole step (layers, head, "
+                            "argmax), mode=" + repr(mode) + ", cudagraph trees"},
+    }
 
 
 def run_e2e(ctx) -> dict:
@@ -190,12 +224,14 @@ def run_e2e(ctx) -> dict:
             copy_kernels(records, "bf16")
         else:
             skipped.append({"what": "e2e graph", "reason": "CUDA graphs need --device cuda"})
-    run_compile(ctx, model, shape, dec + pre, records, skipped)
+    stats = run_compile(ctx, model, shape, dec + pre, records, skipped)
     with torch.inference_mode():
         run_fp8(ctx, model, shape, dec, records, skipped)
     del model
     ctx.free_memory()
-    return {"model": shape, "records": records, "skipped": skipped}
+    modes = mode_details(ctx)
+    modes["compile"].update(stats)
+    return {"model": shape, "modes": modes, "records": records, "skipped": skipped}
 
 
 def precompile(ctx, make, pts, deadline, skipped) -> dict:
@@ -218,25 +254,87 @@ def precompile(ctx, make, pts, deadline, skipped) -> dict:
     return ready
 
 
-def run_compile(ctx, model, shape, pts, records, skipped) -> None:
+def run_compile(ctx, model, shape, pts, records, skipped) -> dict:
     if ctx.quick and not ctx.cuda:
         skipped.append({"what": "e2e compile",
                         "reason": "skipped in --quick on cpu (inductor's C++ build is too slow for CI)"})
-        return
+        return {}
     budget = ctx.args.compile_budget_s
-    budget = (120.0 if ctx.cuda else 300.0) if budget is None else budget
+    budget = 300.0 if budget is None else budget
+    deadline = time.perf_counter() + budget
+    mode = ctx.args.compile_mode
+    graphs = ctx.cuda and mode == "reduce-overhead"
     try:
-        layer_fn, head_fn = compile_fns(ctx)
+        step = compile_step(ctx, model, mode)
     except Exception as exc:
         skipped.append({"what": "e2e compile", "reason": f"{type(exc).__name__}: {exc}"[:300]})
-        return
+        return {}
     with torch.inference_mode():
-        ready = precompile(ctx, eager_maker(ctx, model, layer_fn, head_fn), pts,
-                           time.perf_counter() + budget, skipped)
+        ready = precompile(ctx, compile_maker(ctx, model, step, graphs), compile_order(pts),
+                           deadline, skipped)
         run_points(ctx, model, shape, "compile", "bf16", list(ready), lambda *pt: ready[pt],
                    records, skipped)
+        ready.clear()
+        stats = compile_stats()
+        count_compiled_kernels(ctx, model, records, deadline + COUNT_ALLOWANCE_S, skipped)
     import torch._dynamo as dynamo
     dynamo.reset()
+    return stats
+
+
+COUNT_ALLOWANCE_S = 90.0   # the kernel count's one extra compile may start this long after the budget
+
+
+def compile_order(pts):
+    """Points in the order that keeps the most distinct ones inside the compile budget: on
+    torch 2.11 each context S (the cache position) and B = 1 vs > 1 compile anew, prefill
+    lengths share a graph. Decode at the first context, prefill B = 1, decode at the other
+    contexts, then batched prefill."""
+    first_s = min((S for phase, _, S, _ in pts if phase == "decode"), default=0)
+
+    def key(p):
+        phase, B, S, T = p
+        if phase == "prefill":
+            return (1 if B == 1 else 3, B, T)
+        return (0 if S == first_s else 2, S, B)
+    return sorted(pts, key=key)
+
+
+def compile_stats() -> dict:
+    """Dynamo/inductor counters after the timed compile points: graphs compiled, graph
+    breaks, and CUDA graph skips (a skip means a step ran without its CUDA graph)."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return {}
+    return {"unique_graphs": int(counters["stats"].get("unique_graphs", 0)),
+            "graph_breaks": int(sum(counters["graph_break"].values())),
+            "cudagraph_skips": int(sum(counters["inductor"].get(k, 0) for k in counters["inductor"]
+                                       if "cudagraph_skip" in k))}
+
+
+def count_compiled_kernels(ctx, model, records, deadline, skipped) -> None:
+    """Kernels of one compiled decode step (B=1, the first context): cudagraph trees keep no
+    graph to read, so the same step is compiled once more without CUDA graphs (the same
+    inductor kernels: reduce-overhead only adds the graphs) and captured here. Its count is
+    copied to every compile record of the same phase."""
+    dec = [r for r in records if r["mode"] == "compile" and r["phase"] == "decode"]
+    if not ctx.cuda or not dec:
+        return
+    if time.perf_counter() > deadline:
+        skipped.append({"what": "e2e compile kernel count", "reason": "compile time budget spent"})
+        return
+    first = min(dec, key=lambda r: (r["batch"], r["context"]))
+    try:
+        twin = compile_step(ctx, model, "default")
+        tokens = torch.randint(0, model.embed.shape[0], (first["batch"], 1), device=model.embed.device)
+        n = count_kernels(ctx, lambda: twin(tokens, first["context"]))
+    except Exception as exc:  # optional; never fail the run for it
+        skipped.append({"what": "e2e compile kernel count", "reason": f"{type(exc).__name__}: {exc}"[:300]})
+        return
+    for r in dec:
+        r["kernels"] = n
+    ctx.log(f"[e2e compile] {n} kernels per decode step (B={first['batch']} S={first['context']})")
 
 
 def run_fp8(ctx, model, shape, dec, records, skipped) -> None:

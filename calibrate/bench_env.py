@@ -73,11 +73,47 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_info() -> dict:
+    """The host CPU from /proc/cpuinfo (Linux): model, vendor/family/model/stepping, and the
+    clock each core reports ("cpu MHz": median, min, max over cores), plus the cpufreq maximum
+    where the kernel exposes it. Host-bound timings (eager, HF generate) depend on these."""
+    info: dict = {"model_name": None, "vendor_id": None, "family": None, "model": None,
+                  "stepping": None, "mhz_median": None, "mhz_min": None, "mhz_max": None,
+                  "cpufreq_max_mhz": None, "logical_cpus": os.cpu_count(), "source": "/proc/cpuinfo"}
+    mhz = []
+    keys = {"model name": "model_name", "vendor_id": "vendor_id", "cpu family": "family",
+            "model": "model", "stepping": "stepping"}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "cpu MHz":
+                    try:
+                        mhz.append(float(value))
+                    except ValueError:
+                        pass
+                elif key in keys and info[keys[key]] is None:
+                    info[keys[key]] = value
+    except OSError as exc:
+        info["source"] = f"unavailable: {one_line(exc)}"
+        info["model_name"] = platform.processor() or platform.machine()
+    if mhz:
+        mhz.sort()
+        info.update(mhz_median=mhz[len(mhz) // 2], mhz_min=mhz[0], mhz_max=mhz[-1])
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as f:
+            info["cpufreq_max_mhz"] = int(f.read().strip()) / 1000.0
+    except (OSError, ValueError):
+        pass
+    return info
+
+
 def env_section(device: str) -> dict:
     env = {"device": device, "torch_version": torch.__version__,
            "cuda_version": torch.version.cuda, "python_version": platform.python_version(),
            "hostname": socket.gethostname(), "date_utc": date_utc(),
-           "argv": sys.argv, "cpu_name": cpu_name(), "cpu_count": os.cpu_count(),
+           "argv": sys.argv, "cpu_name": cpu_name(), "cpu": cpu_info(), "cpu_count": os.cpu_count(),
            "torch_threads": torch.get_num_threads(), "gpu_name": None,
            "compute_capability": None, "sm_count": None, "l2_bytes": None,
            "total_memory_bytes": None, "nvidia_smi_before": None, "nvidia_smi_after": None}

@@ -53,6 +53,42 @@ def hf_generate_times(ctx, model, batch, prompt, new):
     return t_one, t_new
 
 
+def hf_kernels_per_token(ctx, model, prompt, new) -> int | None:
+    """CUDA kernel (+ memcpy, memset) events of generate(new) minus generate(1), per extra
+    token: what one decode step of generate() launches. torch.profiler (CUPTI) is started
+    only here, after every timed run of the bench (it may slow later launches)."""
+    if not ctx.cuda:
+        return None
+    try:
+        from torch.autograd import DeviceType
+        from torch.profiler import ProfilerActivity, profile
+        ids = torch.randint(0, model.config.vocab_size, (1, prompt), device=ctx.device)
+
+        def count(n):
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                               max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
+                ctx.timer.sync()
+            return sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA)
+        with torch.inference_mode():
+            count(2)
+            return round((count(new) - count(1)) / (new - 1))
+    except Exception as exc:  # optional; never fail the run for it
+        ctx.log(f"[hf_generate] kernel count unavailable: {type(exc).__name__}: {exc}"[:200])
+        return None
+
+
+def hf_details(model) -> dict:
+    import transformers
+    cfg = model.config
+    return {"engine": "hf-eager", "scope": "whole model", "compiled": False, "cuda_graphs": False,
+            "transformers_version": transformers.__version__,
+            "attn_implementation": getattr(cfg, "_attn_implementation", None),
+            "cache": "generate() default (DynamicCache)", "decoding": "greedy, fixed length",
+            "attention": f"transformers attn_implementation={getattr(cfg, '_attn_implementation', None)!r}",
+            "what": "LlamaForCausalLM(config).generate(): eager PyTorch, the library's defaults"}
+
+
 def run_hf(ctx) -> dict:
     shape = TINY if ctx.quick else LLAMA_8B
     plan = QUICK_PLAN if ctx.quick else FULL_PLAN
@@ -84,7 +120,13 @@ def run_hf(ctx) -> dict:
         records += [dec, pre]
         ctx.log(f"[hf_generate B={B} prompt={prompt}] {per_token * 1e3:.2f} ms/token, "
                 f"generate(1) {t_one * 1e3:.1f} ms")
+    details = hf_details(model)
+    details["kernels_per_token"] = hf_kernels_per_token(ctx, model, prompt, min(new, 8))
+    for r in records:
+        if r["phase"] == "decode":
+            r["kernels"] = details["kernels_per_token"]
+    ctx.log(f"[hf_generate] {details['kernels_per_token']} kernels per generated token")
     del model
     ctx.free_memory()
-    return {"model": shape, "records": records, "skipped": skipped}
+    return {"model": shape, "modes": {"hf_generate": details}, "records": records, "skipped": skipped}
 

@@ -59,8 +59,9 @@ def layer_forward(x, w, kc, vc, cos, sin, pos: int):
     q = rope(q.view(B, T, q_dim // H, H), cos, sin).transpose(1, 2)
     kc[:, :, pos:pos + T] = rope(k.view(B, T, K, H), cos, sin).transpose(1, 2)
     vc[:, :, pos:pos + T] = v.view(B, T, K, H).transpose(1, 2)
+    causal = True if T > 1 else False   # a branch: torch.compile(dynamic=True) guards on it
     o = F.scaled_dot_product_attention(q, kc[:, :, :pos + T], vc[:, :, :pos + T],
-                                       is_causal=T > 1, enable_gqa=True)
+                                       is_causal=causal, enable_gqa=True)
     x = x + linear(o.transpose(1, 2).reshape(B, T, q_dim), wo)
     gate, up = linear(rms_norm(x, mlp_norm), wgu).chunk(2, dim=-1)
     return x + linear(F.silu(gate) * up, wdown)
@@ -100,6 +101,14 @@ class LlamaShaped:
         for w, kc, vc in zip(self.layers, self.k_cache, self.v_cache):
             x = layer_fn(x, w, kc[:B], vc[:B], cos, sin, pos)
         return head_fn(x[:, -1], self.norm, self.lm_head)
+
+    def tensors(self) -> list:
+        """Every weight, cache and table the step reads (for torch.compile's static addresses)."""
+        out = [self.embed, self.norm, self.lm_head, self.cos, self.sin, *self.k_cache, *self.v_cache]
+        for layer in self.layers:
+            for w in layer:
+                out += list(w) if isinstance(w, tuple) else [w]
+        return out
 
     def to_fp8(self) -> None:
         """Replace the four linears of every layer by per-tensor scaled e4m3 weights."""

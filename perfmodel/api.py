@@ -1,27 +1,44 @@
-"""Public entry points by name: resolve ids to specs, run the model, return typed results.
+"""The front door: one Query in, one typed result out.
 
-    from perfmodel.api import predict_request, memory
-    r = predict_request(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8", batch=8)
-    r.tpot_s, r.decode_tok_s_per_user, r.memory.fits
+    from perfmodel.api import evaluate, make_query
+    q = make_query(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8", batch=8)
+    ev = evaluate(q)                                   # scalars, op breakdowns, memory
+    ev = evaluate(q, batch=np.array([1, 2, 4, 8]))     # one vectorized call
+
+`resolve(query)` is the only place ids become specs; `evaluate` runs the one step model
+(core/predict.request_times) and attaches memory and `fits`, the roofline floor, the
+prefill and decode op breakdowns, warnings and assumptions. `predict_request` and `memory`
+are thin wrappers that build a Query (their keyword names kept for callers).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.memory import MemoryEstimate, estimate_memory
-from perfmodel.core.predict import request_times
-from perfmodel.core.resolve import resolve
+from perfmodel.core.ops import FloatArray
+from perfmodel.core.predict import Scenario, request_times
+from perfmodel.core.query import ARRAY_FIELDS, Query, make_query
+from perfmodel.core.resolve import resolve as _resolve_ids
 from perfmodel.core.roofline import roofline_floor_s
 from perfmodel.core.units import GB
+from perfmodel.serving.batching import capacity_bytes, used_bytes
+from perfmodel.serving.curve import ServeCurve, check_slo, serve_curve
+from perfmodel.serving.simulate import ServePoint, simulate_points, with_scheduler
+from perfmodel.serving.workload import DEFAULT_PROMPTS_PER_SLOT, serve_workloads
 
+__all__ = ["Query", "make_query", "resolve", "evaluate", "Evaluation", "predict_request",
+           "memory", "RequestEstimate", "OpBreakdown", "op_breakdown", "serve",
+           "ServeReport"]
 
-MAX_COUNT = 10**15
-"""Largest batch, token count or parallel degree accepted: far above any deployment, and
-small enough that every product the model forms stays a finite float."""
+METRIC_FIELDS = ("prefill_s", "ttft_s", "decode_step_s", "tpot_s", "e2e_s",
+                 "decode_tok_s_per_user", "output_tok_s_total", "decode_tok_s_total",
+                 "prefill_tok_s", "mbu", "mfu",
+                 "roofline_floor_s")
 
 
 class OpBreakdown(BaseModel):
@@ -48,6 +65,166 @@ def op_breakdown(op_times) -> list[OpBreakdown]:
                         flops=float(o.flops), bytes=float(o.bytes)) for o in op_times]
 
 
+def resolve(query: Query | str, gpu=None, **ids) -> tuple[Scenario, list[str], list[str]]:
+    """A Query's ids -> (Scenario, warnings, assumptions filled in).
+
+    Also accepts the older call resolve(model, gpu, weights=..., ...), which builds the Query."""
+    q = query if isinstance(query, Query) else make_query(model=query, gpu=gpu, **ids)
+    return _resolve_ids(q.model, q.gpu, weights=q.weights, kv=q.kv, activations=q.activations,
+                        engine=q.engine, tp=q.tp, pp=q.pp, ep=q.ep, dp=q.dp, attention=q.attention,
+                        profile=q.profile, hardware_dir=q.hardware_dir)
+
+
+class Evaluation(BaseModel):
+    """Everything the model says about one Query (metrics are arrays when the call was
+    vectorized, scalars otherwise). Seconds, tokens/s, fractions; bytes in `memory`."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    query: Query
+    vectorized: bool = Field(description="True when a workload field was given as an array.")
+    model: str
+    gpu: str
+    engine: str
+    precision: str
+    compute_dtype: str
+    batch: FloatArray
+    prompt_tokens: FloatArray
+    output_tokens: FloatArray
+    context_tokens: FloatArray
+    prefill_s: FloatArray = Field(description="Prefill of the prompt for the whole batch (s).")
+    ttft_s: FloatArray = Field(description="Arrival to first token: overhead + prefill (s).")
+    decode_step_s: FloatArray = Field(description="One step adding new_tokens at context (s).")
+    tpot_s: FloatArray = Field(description="(E2E - TTFT) / (output - 1) (s).")
+    e2e_s: FloatArray = Field(description="Arrival to last token (s).")
+    decode_tok_s_per_user: FloatArray = Field(description="1 / TPOT (tok/s).")
+    output_tok_s_total: FloatArray = Field(description="batch x output / E2E (tok/s).")
+    decode_tok_s_total: FloatArray = Field(description="batch / TPOT (tok/s).")
+    prefill_tok_s: FloatArray = Field(description="Prompt tokens per second during prefill.")
+    mbu: FloatArray = Field(description="Bytes per step / (step time x peak bandwidth).")
+    mfu: FloatArray = Field(description="FLOPs per step / (step time x peak FLOP/s).")
+    roofline_floor_s: FloatArray = Field(description="max(bytes/peak bw, FLOPs/peak) of the step.")
+    bound: str | np.ndarray = Field(description="What bounds the reported decode step.")
+    fits: bool | np.ndarray = Field(description="Per-GPU memory at prompt+output fits.")
+    memory: MemoryEstimate | None = Field(description="Memory parts (scalar queries only).")
+    serving: ServeCurve | None = Field(
+        default=None, description="With a concurrency in the Query: the closed-loop steady "
+        "state of one replica at it (serving/curve.py), goodput with SLO targets.")
+    prefill_ops: list[OpBreakdown] = Field(description="Prefill step per op (scalar only).")
+    decode_ops: list[OpBreakdown] = Field(description="Reported decode step per op (scalar only).")
+    warnings: list[str]
+    assumptions: list[str]
+
+
+def _workload(q: Query, arrays: dict) -> dict[str, np.ndarray]:
+    """The query's workload with the array overrides, validated and broadcast (floats)."""
+    unknown = sorted(set(arrays) - set(ARRAY_FIELDS))
+    if unknown:
+        raise PerfModelError(f"evaluate accepts arrays only for {', '.join(ARRAY_FIELDS)}; "
+                             f"got {', '.join(unknown)}")
+    w = {"batch": q.batch, "prompt_tokens": q.prompt_tokens, "output_tokens": q.output_tokens,
+         "context_tokens": q.context_tokens}
+    for name, v in arrays.items():
+        a = np.asarray(v)
+        if a.size == 0 or a.dtype.kind not in "iuf" or not np.all(np.isfinite(a)) \
+                or np.any(a != np.round(a)) or np.any(a < (0 if name == "context_tokens" else 1)):
+            raise PerfModelError(f"{name} must be a non-empty array of "
+                                 f"{'non-negative' if name == 'context_tokens' else 'positive'} "
+                                 f"integers")
+        w[name] = a.astype(float)
+    if w["context_tokens"] is None:
+        w["context_tokens"] = w["prompt_tokens"]
+    keys = list(w)
+    return dict(zip(keys, np.broadcast_arrays(*(np.asarray(w[k], dtype=float) for k in keys))))
+
+
+def _context_ok(q: Query, sc: Scenario, w: dict, vectorized: bool) -> np.ndarray:
+    """Which entries stay within the model's context; a scalar query raises instead."""
+    limit = sc.model.max_context
+    total_ok = w["prompt_tokens"] + w["output_tokens"] <= limit
+    step_ok = w["context_tokens"] + q.new_tokens <= limit
+    if not vectorized:
+        if not total_ok:
+            raise PerfModelError(f"prompt {q.prompt_tokens} + output {q.output_tokens} tokens "
+                                 f"exceed the {limit}-token context of {sc.model.id}")
+        if not step_ok:
+            raise PerfModelError(f"context {q.context} + {q.new_tokens} new tokens exceed the "
+                                 f"{limit}-token context of {sc.model.id}")
+    return total_ok & step_ok
+
+
+def evaluate(query: Query, **arrays) -> Evaluation:
+    """The model's answer to one Query, vectorized over workload fields given as arrays
+    (batch, prompt_tokens, output_tokens, context_tokens). Raises PerfModelError on bad
+    input; never returns NaN. Entries of a vectorized call beyond the model's context
+    report fits=False (a scalar query raises)."""
+    if not isinstance(query, Query):
+        raise PerfModelError(f"evaluate needs a Query (perfmodel.api.make_query), got "
+                             f"{type(query).__name__}")
+    vectorized = bool(arrays)
+    w = _workload(query, arrays)
+    sc, warnings, assumptions = resolve(query)
+    in_context = _context_ok(query, sc, w, vectorized)
+    B, prompt, output, ctx = (w[k] for k in ARRAY_FIELDS)
+    rt = request_times(sc, B, prompt, output, context=ctx, new_tokens=query.new_tokens)
+    floor = roofline_floor_s(sc.model, sc.hw, sc.precision, B, query.new_tokens, ctx, sc.dep)
+    values = {k: getattr(rt, k) for k in METRIC_FIELDS if k != "roofline_floor_s"}
+    values["roofline_floor_s"] = floor
+    require_finite("result", **values)
+    warnings = warnings + list(rt.step.warnings)
+    mem = None
+    if vectorized:
+        fits = (used_bytes(sc, B, prompt + output) <= capacity_bytes(sc, B, prompt + output)) \
+            & in_context
+        shape = np.shape(B)
+        values = {k: np.broadcast_to(np.asarray(v, dtype=float), shape).copy()
+                  for k, v in values.items()}
+        bound = np.broadcast_to(np.asarray(rt.step.bound, dtype=object), shape).copy()
+        if not np.all(fits):
+            warnings.append(f"{int(np.sum(~fits))} of {fits.size} entries do not fit in memory "
+                            "or in the model's context")
+        sizes = dict(batch=B, prompt_tokens=prompt, output_tokens=output, context_tokens=ctx)
+        ops_pre, ops_dec = [], []
+    else:
+        mem = estimate_memory(sc.model, sc.hw, sc.precision, batch=query.batch,
+                              context=query.prompt_tokens + query.output_tokens,
+                              engine=sc.engine, dep=sc.dep, attention=sc.attention)
+        fits = mem.fits
+        if not fits:
+            warnings.append(f"does not fit: needs {mem.total_bytes / GB:.1f} GB per GPU, "
+                            f"{mem.capacity_bytes / GB:.1f} GB usable; max batch "
+                            f"{mem.max_batch} at this context")
+        values = {k: float(v) for k, v in values.items()}
+        bound = str(rt.step.bound)
+        sizes = dict(batch=query.batch, prompt_tokens=query.prompt_tokens,
+                     output_tokens=query.output_tokens, context_tokens=query.context)
+        ops_pre, ops_dec = op_breakdown(rt.prefill.ops), op_breakdown(rt.step.ops)
+    serving = _serving(query, warnings) if not vectorized else None
+    return Evaluation(
+        query=query, vectorized=vectorized, serving=serving, model=sc.model.id, gpu=sc.hw.id,
+        engine=sc.engine.id, precision=sc.precision.label, compute_dtype=rt.step.compute_dtype,
+        bound=bound, fits=fits, memory=mem, prefill_ops=ops_pre, decode_ops=ops_dec,
+        warnings=warnings, assumptions=assumptions, **sizes, **values)
+
+
+def _serving(q: Query, warnings: list[str]) -> ServeCurve | None:
+    """The serving workload of the Query: the steady state at its concurrency."""
+    if q.rate_rps is not None or q.trace is not None:
+        warnings.append("rate and trace workloads are not evaluated here yet (the serving "
+                        "simulator answers them); use a concurrency")
+    if q.concurrency is None:
+        return None
+    return serve_curve(q.model, q.gpu, weights=q.weights, kv=q.kv, activations=q.activations,
+                       engine=q.engine, tp=q.tp, pp=q.pp, ep=q.ep, prompt=q.prompt_tokens,
+                       output=q.output_tokens, concurrencies=[q.concurrency],
+                       ttft_slo_s=q.ttft_slo_s, tpot_slo_s=q.tpot_slo_s,
+                       longest_prompt=q.longest_prompt_tokens,
+                       longest_output=q.longest_output_tokens, profile=q.profile,
+                       hardware_dir=q.hardware_dir)
+
+
+# --------------------------------------------------------------------------- thin wrappers
+
+
 class RequestEstimate(BaseModel):
     """Predicted request metrics for one configuration (seconds, tokens/s, bytes)."""
 
@@ -65,13 +242,17 @@ class RequestEstimate(BaseModel):
     tp: int
     pp: int
     ep: int
+    dp: int = 1
     prefill_s: float = Field(description="Prefill of the prompt for the whole batch.")
     ttft_s: float = Field(description="Arrival to first token: overhead + prefill.")
     decode_step_s: float = Field(description="One step adding new_tokens per sequence at context.")
     tpot_s: float = Field(description="(E2E - TTFT) / (output - 1).")
     e2e_s: float = Field(description="Arrival to last token.")
     decode_tok_s_per_user: float = Field(description="1 / TPOT.")
-    output_tok_s_total: float = Field(description="batch / TPOT.")
+    output_tok_s_total: float = Field(description="batch x output / E2E: all users' output "
+                                      "tokens per second of wall time (core/metrics.py).")
+    decode_tok_s_total: float = Field(description="batch / TPOT: all users' tokens per second "
+                                      "while decoding.")
     prefill_tok_s: float = Field(description="Prompt tokens per second during prefill.")
     mbu: float = Field(description="Bytes moved per step / (step time x peak bandwidth).")
     mfu: float = Field(description="FLOPs per step / (step time x peak FLOP/s of the compute dtype).")
@@ -84,70 +265,127 @@ class RequestEstimate(BaseModel):
     assumptions: list[str]
 
 
+def request_estimate(ev: Evaluation) -> RequestEstimate:
+    """A scalar Evaluation as the RequestEstimate of predict_request."""
+    if ev.vectorized:
+        raise PerfModelError("request_estimate needs a scalar evaluation")
+    q = ev.query
+    return RequestEstimate(
+        model=ev.model, gpu=ev.gpu, engine=ev.engine, precision=ev.precision,
+        compute_dtype=ev.compute_dtype, batch=q.batch, prompt_tokens=q.prompt_tokens,
+        output_tokens=q.output_tokens, context_tokens=q.context, new_tokens=q.new_tokens,
+        tp=q.tp, pp=q.pp, ep=q.ep, dp=q.dp, bound=ev.bound, fits=ev.fits, memory=ev.memory,
+        ops=ev.decode_ops, warnings=ev.warnings, assumptions=ev.assumptions,
+        **{k: getattr(ev, k) for k in METRIC_FIELDS})
+
+
 def predict_request(model, gpu, *, weights: str = "bf16", kv: str | None = None,
                     activations: str | None = None, engine: str = "vllm", batch: int = 1,
                     prompt: int = 512, output: int = 128, context: int | None = None,
-                    new_tokens: int = 1, tp: int = 1, pp: int = 1, ep: int = 1,
-                    attention: str | None = None, profile=None,
+                    new_tokens: int = 1, tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1,
+                    attention: str | None = None, profile: str | Path | None = None,
                     hardware_dir: str | None = None) -> RequestEstimate:
-    """Predict one configuration. Raises PerfModelError on bad input; never returns NaN."""
-    for name, v in (("batch", batch), ("prompt", prompt), ("output", output),
-                    ("new_tokens", new_tokens), ("tp", tp), ("pp", pp), ("ep", ep)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 < v <= MAX_COUNT:
-            raise PerfModelError(f"{name} must be a positive integer up to {MAX_COUNT:.0e}, "
-                                 f"got {v!r:.40}")
-    if context is not None and (not isinstance(context, (int, np.integer))
-                                or isinstance(context, bool) or not 0 <= context <= MAX_COUNT):
-        raise PerfModelError(f"context must be a non-negative integer up to {MAX_COUNT:.0e}, "
-                             f"got {context!r:.40}")
-    sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv, activations=activations,
-                                        engine=engine, tp=tp, pp=pp, ep=ep, attention=attention,
-                                        profile=profile, hardware_dir=hardware_dir)
-    m = sc.model
-    ctx = prompt if context is None else context
-    if prompt + output > m.max_context:
-        raise PerfModelError(f"prompt {prompt} + output {output} tokens exceed the "
-                             f"{m.max_context}-token context of {m.id}")
-    if ctx + new_tokens > m.max_context:
-        raise PerfModelError(f"context {ctx} + {new_tokens} new tokens exceed the "
-                             f"{m.max_context}-token context of {m.id}")
-    rt = request_times(sc, batch, prompt, output, context=ctx, new_tokens=new_tokens)
-    mem = estimate_memory(m, sc.hw, sc.precision, batch=batch, context=prompt + output,
-                          engine=sc.engine, dep=sc.dep, attention=sc.attention)
-    warnings = warnings + list(rt.step.warnings)
-    if not mem.fits:
-        warnings.append(f"does not fit: needs {mem.total_bytes / GB:.1f} GB per GPU, "
-                        f"{mem.capacity_bytes / GB:.1f} GB usable; max batch {mem.max_batch} "
-                        f"at this context")
-    floor = roofline_floor_s(m, sc.hw, sc.precision, batch, new_tokens, ctx, sc.dep)
-    breakdown = op_breakdown(rt.step.ops)
-    values = dict(
-        prefill_s=rt.prefill_s, ttft_s=rt.ttft_s, decode_step_s=rt.decode_step_s, tpot_s=rt.tpot_s,
-        e2e_s=rt.e2e_s, decode_tok_s_per_user=rt.decode_tok_s_per_user,
-        output_tok_s_total=rt.output_tok_s_total, prefill_tok_s=rt.prefill_tok_s,
-        mbu=rt.mbu, mfu=rt.mfu, roofline_floor_s=floor)
-    values = {k: float(v) for k, v in values.items()}
-    require_finite(values, what=f"{m.id} on {sc.hw.id}")
-    return RequestEstimate(
-        model=m.id, gpu=sc.hw.id, engine=sc.engine.id, precision=sc.precision.label,
-        compute_dtype=rt.step.compute_dtype, batch=batch, prompt_tokens=prompt,
-        output_tokens=output, context_tokens=ctx, new_tokens=new_tokens, tp=tp, pp=pp, ep=ep,
-        bound=str(rt.step.bound), fits=mem.fits, memory=mem, ops=breakdown,
-        warnings=warnings, assumptions=assumptions, **values)
+    """Predict one configuration: evaluate(Query(...)) as a RequestEstimate. Raises
+    PerfModelError on bad input; never returns NaN."""
+    q = make_query(model=model, gpu=gpu, weights=weights, kv=kv, activations=activations,
+                   engine=engine, batch=batch, prompt_tokens=prompt, output_tokens=output,
+                   context_tokens=context, new_tokens=new_tokens, tp=tp, pp=pp, ep=ep, dp=dp,
+                   attention=attention, profile=profile, hardware_dir=hardware_dir)
+    return request_estimate(evaluate(q))
+
+
+def memory_of(query: Query) -> MemoryEstimate:
+    """Per-GPU memory of the query's batch holding context_tokens (default: the prompt)
+    per sequence."""
+    sc, _, _ = resolve(query)
+    if query.context > sc.model.max_context:
+        raise PerfModelError(f"context {query.context} exceeds the {sc.model.max_context}-token "
+                             f"context of {sc.model.id}")
+    return estimate_memory(sc.model, sc.hw, sc.precision, batch=query.batch,
+                           context=query.context, engine=sc.engine, dep=sc.dep)
 
 
 def memory(model, gpu, *, weights: str = "bf16", kv: str | None = None, batch: int = 1,
            context: int = 4096, tp: int = 1, pp: int = 1, engine: str = "vllm",
            hardware_dir: str | None = None) -> MemoryEstimate:
-    """Memory of one configuration per GPU."""
-    for name, v in (("batch", batch), ("context", context), ("tp", tp), ("pp", pp)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 < v <= MAX_COUNT:
-            raise PerfModelError(f"{name} must be a positive integer up to {MAX_COUNT:.0e}, "
-                                 f"got {v!r:.40}")
-    sc, _, _ = resolve(model, gpu, weights=weights, kv=kv, engine=engine, tp=tp, pp=pp,
-                       hardware_dir=hardware_dir)
-    if context > sc.model.max_context:
-        raise PerfModelError(f"context {context} exceeds the {sc.model.max_context}-token "
-                             f"context of {sc.model.id}")
-    return estimate_memory(sc.model, sc.hw, sc.precision, batch=batch, context=context,
-                           engine=sc.engine, dep=sc.dep)
+    """Memory of one configuration per GPU (a positive context: tokens held per sequence)."""
+    if isinstance(context, (int, np.integer)) and not isinstance(context, bool) and context == 0:
+        raise PerfModelError("context must be a positive integer, got 0")
+    q = make_query(model=model, gpu=gpu, weights=weights, kv=kv, batch=batch,
+                   context_tokens=context, tp=tp, pp=pp, engine=engine,
+                   hardware_dir=hardware_dir)
+    return memory_of(q)
+
+
+# --------------------------------------------------------------------------- serving simulation
+
+
+class ServeReport(BaseModel):
+    """A simulated serving benchmark (perfmodel.serving.simulate), one point per level."""
+
+    model_config = ConfigDict(frozen=True)
+    model: str
+    gpu: str
+    engine: str
+    precision: str
+    tp: int
+    pp: int
+    ep: int
+    arrival: str = Field(description="closed, poisson, gamma or trace")
+    prompt_tokens: int | None
+    output_tokens: int | None
+    range_ratio: float
+    prefix_hit: float
+    scheduler: str = Field(description="the engine's scheduler limits and their source")
+    max_num_seqs: int | None = Field(description="sequences the engine runs at once (None: KV decides)")
+    max_num_batched_tokens: int | None = Field(description="token budget of one step (None: unlimited)")
+    points: list[ServePoint]
+    warnings: list[str]
+    assumptions: list[str]
+
+
+def serve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
+          activations: str | None = None, engine: str = "vllm", tp: int = 1, pp: int = 1,
+          ep: int = 1, profile=None, prompt_tokens: int | None = 1024,
+          output_tokens: int | None = 1024, concurrencies=None, rate_rps=None, trace=None,
+          num_requests: int | None = None, range_ratio: float = 1.0, prefix_hit: float = 0.0,
+          burstiness: float = 1.0, ttft_slo_s: float | None = None,
+          tpot_slo_s: float | None = None, timeline: bool = False, seed: int = 0,
+          max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+          hardware_dir: str | None = None, dp: int = 1) -> ServeReport:
+    """Simulate a serving benchmark: closed loop at each of `concurrencies`, open loop at each
+    of `rate_rps`, or a replayed `trace` ((arrival_s, prompt, output) rows or a CSV path).
+    max_num_seqs / max_num_batched_tokens override the engine's scheduler limits (as the
+    engines' flags of those names do). Raises PerfModelError on bad input; a level that
+    cannot run says why (fits=False)."""
+    for name, v in (("tp", tp), ("pp", pp), ("ep", ep), ("dp", dp), ("max_num_seqs", max_num_seqs or 1),
+                    ("max_num_batched_tokens", max_num_batched_tokens or 1)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
+            raise PerfModelError(f"{name} must be a positive integer, got {v!r}")
+    check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
+    sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv, activations=activations,
+                                        engine=engine, tp=tp, pp=pp, ep=ep, dp=dp, profile=profile,
+                                        hardware_dir=hardware_dir)
+    sc = with_scheduler(sc, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
+    wls = serve_workloads(prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                          concurrencies=concurrencies, rate_rps=rate_rps, trace=trace,
+                          num_requests=num_requests, range_ratio=range_ratio,
+                          prefix_hit=prefix_hit, burstiness=burstiness, seed=seed)
+    longest = wls[0].longest_prompt + wls[0].longest_output
+    if longest > sc.model.max_context:
+        raise PerfModelError(f"prompt + output of {longest} tokens exceed the "
+                             f"{sc.model.max_context}-token context of {sc.model.id}")
+    points = simulate_points(sc, wls, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
+                             timeline=timeline)
+    seqs, budget = sc.engine.scheduler.limits(sc.hw, sc.dep.pp)
+    sched = (f"{sc.engine.batching} batching, max_num_seqs {seqs or 'KV-limited'}, token budget "
+             f"{budget or 'unlimited'}; {sc.engine.scheduler.source or 'no source'}")
+    if wls[0].arrival == "closed" and num_requests is None:
+        assumptions.append(f"{DEFAULT_PROMPTS_PER_SLOT} x concurrency requests per level "
+                           "(InferenceMAX / vLLM bench serve recipe; set num_requests)")
+    return ServeReport(
+        model=sc.model.id, gpu=sc.hw.id, engine=sc.engine.id, precision=sc.precision.label,
+        tp=tp, pp=pp, ep=ep, arrival=wls[0].arrival, prompt_tokens=wls[0].prompt_tokens,
+        output_tokens=wls[0].output_tokens, range_ratio=range_ratio, prefix_hit=prefix_hit,
+        scheduler=sched, max_num_seqs=seqs, max_num_batched_tokens=budget, points=points,
+        warnings=warnings, assumptions=assumptions)

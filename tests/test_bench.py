@@ -88,6 +88,23 @@ def test_e2e_has_decode_and_prefill(raw):
             assert r["context"] == 0 and r["prompt"] == r["new_tokens"]
 
 
+def test_raw_records_what_each_mode_ran_and_the_host(raw):
+    """Each e2e mode names the engine preset it implements (perfmodel/core/engines.py), and
+    the host CPU (model, clock) is recorded for the host-bound fit (issue 15)."""
+    from perfmodel.core.engines import ENGINES
+    modes = raw["e2e"]["modes"]
+    assert {"eager", "graph", "compile"} <= set(modes)
+    assert {m: modes[m]["engine"] for m in ("eager", "graph", "compile")} == {
+        "eager": "torch-eager", "graph": "torch-graph", "compile": "torch-compile"}
+    assert all(v["engine"] in ENGINES for v in modes.values())
+    c = modes["compile"]
+    assert c["scope"] == "whole model" and c["compile_mode"] == "reduce-overhead" and c["fullgraph"]
+    assert c["cuda_graphs"] is False            # a CPU run has no CUDA graphs, and says so
+    cpu = raw["env"]["cpu"]
+    assert cpu["model_name"] == raw["env"]["cpu_name"] and cpu["logical_cpus"] >= 1
+    assert cpu["mhz_median"] is None or cpu["mhz_median"] > 0
+
+
 def test_cuda_without_gpu_exits_2():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

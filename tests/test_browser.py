@@ -86,3 +86,30 @@ def test_calculator_in_chromium(server, tmp_path):
             assert not page.locator('[data-testid="stException"]').count()
         finally:
             browser.close()
+
+
+PAGES = ["", "calculator", "sweep", "compare", "speculative", "claims", "calibration",
+         "accuracy", "measure", "definitions"]
+
+
+def test_every_page_opens_by_its_url(server):
+    # issue 15: a shared /calculator link opened a "Page not found" dialog, because the
+    # default page is served at the root URL; every page must open cleanly by its own URL
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            for path in PAGES:
+                page = browser.new_page(viewport={"width": 1400, "height": 1200})
+                page.goto(f"{server}/{path}", timeout=60_000)
+                page.wait_for_selector('[data-testid="stMainBlockContainer"] '
+                                       '[data-testid="stElementContainer"]', timeout=60_000)
+                page.wait_for_function(   # the script run has finished
+                    "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                    timeout=120_000)
+                time.sleep(0.5)
+                assert not page.get_by_text("Page not found").count(), path
+                assert not page.locator('[role="dialog"]').count(), path
+                assert not page.locator('[data-testid="stException"]').count(), path
+                page.close()
+        finally:
+            browser.close()

@@ -1,6 +1,7 @@
 """The CPU pipeline end to end: `perfmodel calibrate run --device cpu --quick` (bench.py, then
-the fit) -> `perfmodel predict --profile` moves the held-out predictions toward the
-measurements. Also: no GPU, no torch, a failing bench, and atomic profile writes.
+the fit) -> `perfmodel predict --profile` reproduces the fit; on a recorded CPU run
+(tests/data/) the profile moves the held-out predictions toward the measurements. Also: no
+GPU, no torch, a failing bench, and atomic profile writes.
 
 The bench runs with one thread (OMP_NUM_THREADS=1): on a loaded 2-core CI machine,
 multi-threaded CPU steps jump between 1 ms and 100+ ms (OpenMP barriers spinning while
@@ -22,7 +23,8 @@ from perfmodel.cli import main
 from perfmodel.core.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
-H200_RAW = ROOT / "calibrate" / "data" / "raw-h200-sxm-20261129.json"
+H200_RAW = ROOT / "calibrate" / "data" / "raw-h200-sxm-20261201.json"
+CPU_RAW = ROOT / "tests" / "data" / "raw-cpu-quick-20261201.json"
 
 
 @pytest.fixture(scope="module")
@@ -51,18 +53,15 @@ def _predict(capsys, args) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_cpu_pipeline_predict_moves_toward_measurements(cpu_run, capsys):
-    d, doc = cpu_run
-    raw = json.loads((d / "raw.json").read_text())
-    hw = [Path(w) for w in doc["written"] if Path(w).parent.name == "hardware"]
-    assert len(hw) == 1 and (d / "cpu.yaml").is_file() and (d / "cpu.report.md").is_file()
+def _held_out_through_cli(capsys, raw: dict, doc: dict, profile: Path, hw: Path, d: Path):
+    """(calibrated, datasheet, measured) seconds of every held-out point, by `perfmodel predict`."""
     model_yaml = d / "model.yaml"
     model_yaml.write_text(yaml.safe_dump(model_from_shape(raw["e2e"]["model"]).model_dump(mode="json")))
     held = [p for p in doc["report"]["points"] if p["held_out"]]
     assert held, "the quick CPU run must leave held-out points"
-    cal_err, ds_err = [], []
+    rows = []
     for p in held:
-        args = ["--model", str(model_yaml), "--gpu", str(hw[0]), "--engine", p["engine"],
+        args = ["--model", str(model_yaml), "--gpu", str(hw), "--engine", p["engine"],
                 "--batch", str(p["batch"])]
         if p["phase"] == "decode":
             ctx = str(int(p["context"]))
@@ -71,13 +70,39 @@ def test_cpu_pipeline_predict_moves_toward_measurements(cpu_run, capsys):
         else:
             args += ["--prompt", str(p["new_tokens"]), "--output", "2"]
             key = "prefill_s"
-        calibrated = _predict(capsys, args + ["--profile", str(d / "cpu.yaml")])[key]
+        calibrated = _predict(capsys, args + ["--profile", str(profile)])[key]
         datasheet = _predict(capsys, args)[key]
         # the CLI with the written profile gives exactly what the fit reported
         assert calibrated == pytest.approx(p["fitted_s"], rel=1e-6)
         assert datasheet == pytest.approx(p["datasheet_s"], rel=1e-6)
-        cal_err.append(abs(calibrated / p["measured_s"] - 1))
-        ds_err.append(abs(datasheet / p["measured_s"] - 1))
+        rows.append((calibrated, datasheet, p["measured_s"]))
+    return rows
+
+
+def test_cpu_pipeline_profile_reaches_predict(cpu_run, capsys):
+    """Live run: the written profile and hardware spec reach `perfmodel predict` unchanged.
+    No claim about accuracy here: these timings come from a shared machine right now."""
+    d, doc = cpu_run
+    raw = json.loads((d / "raw.json").read_text())
+    hw = [Path(w) for w in doc["written"] if Path(w).parent.name == "hardware"]
+    assert len(hw) == 1 and (d / "cpu.yaml").is_file() and (d / "cpu.report.md").is_file()
+    _held_out_through_cli(capsys, raw, doc, d / "cpu.yaml", hw[0], d)
+
+
+def test_recorded_cpu_run_fit_moves_toward_measurements(tmp_path, capsys):
+    """Recorded run (tests/data/raw-cpu-quick-20261201.json: `calibrate/bench.py --quick
+    --device cpu`, OMP_NUM_THREADS=1, on this project's 2-core AMD EPYC dev VM): the fitted
+    profile predicts the held-out points better than datasheet-only inputs. Recorded inputs,
+    so the outcome does not depend on the load of the machine running the test (issue 17:
+    the live version failed at 0.43 vs 0.40 under load)."""
+    out = tmp_path / "cpu.yaml"
+    assert main(["calibrate", "fit", str(CPU_RAW), "--out", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    hw = [Path(w) for w in doc["written"] if Path(w).parent.name == "hardware"]
+    assert len(hw) == 1
+    rows = _held_out_through_cli(capsys, json.loads(CPU_RAW.read_text()), doc, out, hw[0], tmp_path)
+    cal_err = [abs(c / m - 1) for c, _, m in rows]
+    ds_err = [abs(ds / m - 1) for _, ds, m in rows]
     assert statistics.median(cal_err) < statistics.median(ds_err)
 
 
@@ -87,7 +112,9 @@ def test_cpu_profile_records_the_run(cpu_run):
     assert prof.gpu.startswith("cpu-") and prof.meta["device"] == "cpu"
     assert prof.meta["torch"] and prof.meta["date"] and prof.meta["points"] > 0
     assert prof.meta["fit_error"]["held_out"]["points"] == doc["report"]["held_out"]["points"]
-    assert "torch-eager" in prof.engines
+    # eager timings are host time: the fitted launch cost is kept under the run's host CPU
+    assert prof.host and prof.host.startswith(json.loads((d / "raw.json").read_text())["env"]["cpu"]["model_name"])
+    assert "launch_s" in prof.hosts[prof.host]["torch-eager"]
 
 
 # ------------------------------------------------------------------ bad environments

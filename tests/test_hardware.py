@@ -412,3 +412,16 @@ def test_random_queries_give_a_spec_or_a_perfmodel_error(query: str):
     except PerfModelError:
         return
     assert isinstance(result, HardwareSpec)
+
+
+def test_a10g_lists_its_tensor_core_peak():
+    # Baseten "NVIDIA A10 vs A10G" spec table: A10G 70 TF dense BF16/FP16 tensor (A10: 125).
+    # Without it an A10G bf16 prefill ran on the 31.5 TF non-tensor rate, 3.7x slower than an
+    # A10's; with it, the two differ by about the peak ratio 125/70 = 1.8.
+    from perfmodel.api import resolve
+    from perfmodel.core.predict import step
+    a10g = load_gpu("a10g")
+    assert a10g.peak_flops_per_s["bf16"] == 70.0e12
+    t = {g: float(step(resolve("llama-3.1-8b", g, weights="bf16")[0], 1, 4096, 0).time_s)
+         for g in ("a10", "a10g")}
+    assert t["a10g"] / t["a10"] == pytest.approx(125 / 70, rel=0.15)

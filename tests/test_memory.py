@@ -122,3 +122,32 @@ def test_trtllm_kv_share_is_of_the_memory_left_after_weights():
     assert trt.fits and trt.max_batch >= 8
     assert not vllm.fits   # 0.9 x 80 GiB = 77 GB cannot hold 72.7 GB of weights + activations + KV
     assert trt.capacity_bytes < trt.device_bytes
+
+
+def test_static_cache_engines_reserve_their_max_sequence_length():
+    # issue 15 item 3: gpt6 preset (seed 000): llama-3.1-8b FP16 on a 24 GB RTX 4090 under a
+    # static-cache engine. A 700-token request holds 700 x 128 KiB = 92 MB of KV, but the cache
+    # reserves STATIC_CACHE_TOKENS = 32768 x 128 KiB = 4.3 GB per sequence (Llama-3.1-8B config:
+    # 32 layers x 8 KV heads x 128 x 2 B x K,V), and ~4.9 GB is left beside 16 GB of weights:
+    # 1 sequence fits (the source's "batch 1 only"), where request-sized KV gave 36.
+    from perfmodel.core.engines import STATIC_CACHE_TOKENS
+    m = api.memory("llama-3.1-8b", "rtx-4090", weights="fp16", kv="fp16", batch=1, context=700,
+                   engine="torch-eager")
+    assert m.kv_cache_bytes == pytest.approx(STATIC_CACHE_TOKENS * 32 * 8 * 128 * 2 * 2)
+    assert m.max_batch == 1
+    paged = api.memory("llama-3.1-8b", "rtx-4090", weights="fp16", kv="fp16", batch=1,
+                       context=700, engine="vllm")
+    assert paged.max_batch > 20
+
+
+def test_llama_cpp_splits_one_n_ctx_pool_among_its_slots():
+    # llama.cpp common.h n_ctx = 4096 shared by the slots: 4 slots of 512 tokens hold the
+    # whole 4096-token buffer, 4 x 2048 tokens hold 8192 tokens (the pool grows no further)
+    from perfmodel.core.engines import LLAMA_CPP_N_CTX
+    per_token = 32 * 8 * 128 * 2 * 2          # llama-3.1-8b FP16 KV bytes per token
+    short = api.memory("llama-3.1-8b", "h100-sxm", weights="fp16", kv="fp16", batch=4,
+                       context=512, engine="llama-cpp")
+    long = api.memory("llama-3.1-8b", "h100-sxm", weights="fp16", kv="fp16", batch=4,
+                      context=2048, engine="llama-cpp")
+    assert short.kv_cache_bytes == pytest.approx(LLAMA_CPP_N_CTX * per_token)
+    assert long.kv_cache_bytes == pytest.approx(4 * 2048 * per_token)

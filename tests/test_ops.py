@@ -109,3 +109,20 @@ def test_every_model_has_finite_positive_costs(m):
     c = total(ops(m, BF16, np.array([1, 8]), 1, np.array([0, 4096])))
     assert np.all(np.isfinite(c.flops)) and np.all(c.flops > 0)
     assert np.all(c.bytes > 0)
+
+
+def test_sliding_window_counts_exact_causal_window_pairs():
+    # issue 15: at T = 2W from an empty cache, token j (1..2W) sees min(j, W) keys:
+    # W(W+1)/2 + W*W = 1.5 W^2 + W/2 pairs, not min(T(T+1)/2, T*W) = 2 W^2 (33% more).
+    # gemma-2-9b (HF config): window 4096 on half of its 42 layers, 16 heads of 256.
+    m = load_model("gemma-2-9b")
+    W = m.sliding_window
+    att = [o for o in ops(m, BF16, 1, 2 * W, 0) if o.name == f"attention_window{W}"][0]
+    pairs = 1.5 * W * W + W / 2
+    assert att.cost.flops == pytest.approx(4 * pairs * m.num_heads * m.head_dim
+                                           * m.sliding_window_layers)
+    # decode past the window sees exactly W keys; below it, S + 1
+    for S, seen in ((10 * W, W), (W // 2, W // 2 + 1)):
+        dec = [o for o in ops(m, BF16, 1, 1, S) if o.name == f"attention_window{W}"][0]
+        assert dec.cost.flops == pytest.approx(4 * seen * m.num_heads * m.head_dim
+                                               * m.sliding_window_layers)

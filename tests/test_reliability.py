@@ -86,15 +86,15 @@ def test_alias_expansion_is_bounded():
 def test_require_finite_refuses_exactly_the_non_finite(values):
     arr = np.array(values)
     if np.all(np.isfinite(arr)):
-        require_finite({"x": arr})
+        require_finite("t", x=arr)
     else:
         with pytest.raises(OutOfRangeError, match="x"):
-            require_finite({"x": arr})
+            require_finite("t", x=arr)
     if np.all(np.isfinite(arr) & (arr > 0)):
-        require_finite({"x": arr}, positive=True)
+        require_finite("t", positive=True, x=arr)
     else:
         with pytest.raises(OutOfRangeError):
-            require_finite({"x": arr}, positive=True)
+            require_finite("t", positive=True, x=arr)
 
 
 def test_one_line_escapes_every_line_break():

@@ -82,6 +82,38 @@ def test_static_ttft_includes_the_whole_batch_prefill():
     assert cv.batch_wait_s[1] > cv.ttft_s[1]     # an arrival waits for a running batch
 
 
+def test_static_closed_loop_e2e_obeys_littles_law():
+    # issue 15 item 1: 16 users, mean 100 / longest 400 output tokens. A user whose request
+    # ends early waits for the batch, so closed-loop E2E = C / rate = one cycle (Little's law),
+    # not TTFT + (O-1) TPOT (3.9 s for the gpt-4o preset where the cycle is ~15 s).
+    sc, _ = _setup("llama-3.1-8b", "h100-sxm", "hf-eager", "bf16", 200, 100)
+    lim = limits(sc, 200, 100, longest_output=400)
+    cv = curve(sc, [16.0], 200, 100, lim, longest_output=400)
+    pre = step(sc, 16.0, 200.0, 0.0).time_s
+    dec = step(sc, 16.0, 1.0, 200.0 + 400 / 2).time_s
+    cycle = sc.engine.per_request_overhead_s + pre + 399 * dec      # by hand, module docstring
+    assert cv.e2e_s[0] == pytest.approx(cycle, rel=1e-9)
+    assert cv.e2e_s[0] * cv.rate_rps[0] == pytest.approx(16.0)       # L = lambda W
+    assert cv.e2e_s[0] > 3.5 * (cv.ttft_s[0] - cv.closed_wait_s[0] + 99 * dec)
+    ol = open_loop(cv)                      # open loop swaps in its own half-cycle wait
+    m = at_rate_table(ol.xp, ol.peak_rps, [1e-9])
+    assert m["e2e_s"][0] == pytest.approx(cycle - 300 * dec, rel=1e-6)
+
+
+@given(models, gpus, st.sampled_from(["hf-eager", "torch-compile"]), lengths, lengths,
+       st.integers(1, 4))
+def test_static_closed_loop_littles_law_with_mixed_lengths(model, gpu, engine, P, O, stretch):
+    # C users, each sending its next request when the last ends: C = rate x E2E (zero think
+    # time), whatever the spread between the mean and the longest request
+    sc, _ = _setup(model, gpu, engine, "bf16", P, O)
+    Om = O * stretch
+    lim = limits(sc, P, O, longest_output=Om)
+    cv = curve(sc, doubling_grid(max(lim.limit, 1)), P, O, lim, longest_output=Om)
+    assert np.allclose(cv.rate_rps * cv.e2e_s, cv.concurrency)
+    assert np.all(cv.closed_wait_s >= -1e-12)
+    assert np.allclose(cv.e2e_s, cv.ttft_s + (O - 1) * cv.tpot_s)
+
+
 # ------------------------------------------------------------------ queueing by hand
 
 
@@ -131,7 +163,7 @@ def test_mixed_prefill_never_slows_decoding(model, gpu, engine, w, P, O):
 
 def test_knee_rule_on_a_hand_made_curve():
     def pt(c, tput, tpot):
-        return CurvePoint(concurrency=c, fits=True, ttft_s=0.1, tpot_s=tpot, e2e_s=1.0,
+        return CurvePoint(concurrency=c, fits=True, ttft_s=0.1, tpot_s=tpot, e2e_s=0.1 + tpot,
                           decode_tok_s_per_user=1 / tpot, output_tok_s_total=tput,
                           request_rate_rps=1.0, prefill_s=0.05, meets_slo=None)
     pts = [pt(1, 100, 0.010), pt(2, 190, 0.0105), pt(4, 360, 0.011), pt(8, 390, 0.020),
@@ -142,7 +174,7 @@ def test_knee_rule_on_a_hand_made_curve():
                         limited_by="memory", ttft_slo_s=None, tpot_slo_s=None, goodput_rps=None,
                         points=pts, warnings=[], assumptions=[])
     knee = find_knee(curve_)
-    assert knee.concurrency == 4 and knee.reason == "diminishing returns"   # 390/360 < 1.1
+    assert knee.concurrency == 4 and knee.reason.startswith("diminishing returns")  # 390/360 < 1.1
     rising = curve_.model_copy(update={"points": pts[:3], "max_concurrency": 4})
     assert find_knee(rising).concurrency == 4 and find_knee(rising).reason == "memory"
 

@@ -245,3 +245,19 @@ def test_cli_never_tracebacks(model, rate, prompt, output, ttft, tpot, gpu_list,
         assert "deployments" in data and "infeasible_reason" in data
         for d in data["deployments"]:
             assert all(not isinstance(v, float) or math.isfinite(v) for v in d.values())
+
+
+def test_cheapest_deployments_are_checked_by_simulation():
+    """The steady-state search is a quick estimate: the cheapest deployments carry simulated
+    p90s, and a deployment that misses a target in simulation ranks below every one that meets."""
+    from perfmodel.analysis import sizing, sizing_sim
+    r = sizing.size("llama-3.1-8b", rate_rps=4.0, prompt=1000, output=200, ttft_slo_s=0.5,
+                    tpot_slo_s=0.03, gpus=["h100-sxm", "l40s", "a100-sxm-80gb"],
+                    precisions=["bf16", "fp8"])
+    sim = [d for d in r.deployments if d.sim_meets is not None]
+    assert sim and len(sim) <= sizing_sim.VERIFY_TOP
+    for d in sim:
+        assert d.sim_ttft_p90_s > 0 and d.sim_tpot_p90_s > 0
+        assert d.sim_meets == (d.sim_ttft_p90_s <= 0.5 and d.sim_tpot_p90_s <= 0.03)
+    flags = [d.sim_meets is False for d in r.deployments]
+    assert flags == sorted(flags)          # misses after everything else

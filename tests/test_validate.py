@@ -20,7 +20,7 @@ from perfmodel.core.errors import PerfModelError
 from perfmodel.analysis.validation.run import DEFAULT_TABLE, ROOT, fit_intervals, validate
 from perfmodel.analysis.validation import intervals as iv
 from perfmodel.analysis.validation.mapping import accepted_tokens, map_rows, parse_load, parse_weights
-from perfmodel.analysis.validation.names import engine_id, gpu_id, model_id
+from perfmodel.analysis.validation.names import engine_id, gpu_id, model_alias_notes, model_id
 from perfmodel.analysis.validation.own import convert_raw
 from perfmodel.analysis.validation.report import END, START, replace_block, summary_section, write_docs
 from perfmodel.analysis.validation.table import COLUMNS, read_table, write_table
@@ -61,14 +61,42 @@ def test_gpu_names_map_by_general_rules(text, want):
 
 
 @pytest.mark.parametrize("text, why", [
-    ("A100 (variant not stated)", "variant not stated"),        # 40/80 GB, SXM/PCIe differ
-    ("Jetson AGX Orin", "not in hardware_db"),
+    ("Tesla P100 16GB", "not in hardware_db"),
     ("RTX 4090 + RTX 3090 Ti (layer split)", "mixed GPUs"),
     ("AMD MI250X (single GCD)", "one die"),
 ])
 def test_unmappable_gpus_say_why(text, why):
     gid, reason, _ = gpu_id(text)
     assert gid is None and why in reason
+
+
+@pytest.mark.parametrize("text, want, assumed", [
+    # variant not stated: the part of 8-GPU HGX/DGX servers, said in the row's assumptions
+    ("A100 80GB", "a100-sxm-80gb", "SXM4 80GB assumed"),
+    ("H100 80GB", "h100-sxm", "SXM5 80GB assumed"),
+    ("A100 (variant not stated)", "a100-sxm-80gb", "SXM4 80GB assumed"),
+    ("Jetson AGX Orin", "jetson-agx-orin-64gb", "64 GB developer kit assumed"),
+])
+def test_unstated_variant_takes_the_likeliest_and_strict_refuses(text, want, assumed):
+    gid, _, notes = gpu_id(text)
+    assert gid == want and any(assumed in n for n in notes)
+    gid, reason, _ = gpu_id(text, strict=True)
+    assert gid is None and "variant not stated" in reason
+
+
+@pytest.mark.parametrize("text, want", [
+    ("B200 SXM 180GB", "b200"),                  # B200 is sold as SXM only: the form is no choice
+    ("b300_sxm", "b300"),                        # AIConfigurator system names
+    ("gb300", "gb300"),
+    ("H100 SXM", "h100-sxm"),
+    ("A100 (PCIe interconnect)", "a100-pcie-80gb"),   # a form factor in the note narrows
+    ("GH200 480GB (as labelled in doc)", "gh200"),    # 480 GB is the Grace LPDDR5X
+    ("Radeon RX 7900 XTX 24GB", "rx-7900-xtx"),
+    ("Apple M3 Ultra", "apple-m3-ultra"),
+    ("NVIDIA H20 96GB", "h20"),
+])
+def test_stated_variants_map_in_strict_mode_too(text, want):
+    assert gpu_id(text, strict=True)[0] == want
 
 
 def test_power_cap_is_an_assumption_not_a_different_card():
@@ -89,7 +117,23 @@ def test_model_names_map_by_general_rules(text, want):
     assert model_id(text)[0].id == want
 
 
-@pytest.mark.parametrize("text", ["GPT-J 6B", "CodeLlama 34B"])
+@pytest.mark.parametrize("text, want", [
+    ("GPT-J 6B", "gpt-j-6b"), ("CodeLlama 34B", "codellama-34b"),
+    ("CodeLlama 34B Python target", "codellama-34b"),   # fine-tune alias: same shapes
+    ("Vicuna 7B", "llama-2-7b"),
+])
+def test_models_added_for_public_rows_map(text, want):
+    m, _ = model_id(text)
+    assert m is not None and m.id == want
+
+
+def test_an_alias_is_stated_in_the_assumptions():
+    assert any("fine-tune alias of codellama-34b" in n
+               for n in model_alias_notes("CodeLlama 34B Python target"))
+    assert model_alias_notes("CodeLlama 34B") == []
+
+
+@pytest.mark.parametrize("text", ["GPT-NeoX 20B", "Baichuan 13B"])
 def test_models_missing_from_the_catalog_are_unmapped(text):
     m, reason = model_id(text)
     assert m is None and "not in the catalog" in reason
@@ -389,13 +433,24 @@ def test_committed_readme_block_matches_committed_docs():
 
 def test_cli_json_contract(capsys, tmp_path):
     p = tmp_path / "t.csv"
-    write_table(p, [_row(), _row(gpu="Jetson AGX Orin")])
+    write_table(p, [_row(), _row(gpu="Tesla P100 16GB")])
     assert main(["validate", "--data", str(p), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {"summary", "rows", "unmapped"} <= set(out)
     s = out["summary"]["decode_tok_s_per_user"]
     assert s["n"] == 1 and 0 <= s["median_ape"] and 0 <= s["within_25pct"] <= 1
     assert out["unmapped"][0]["reason"]
+
+
+def test_cli_strict_leaves_unstated_variants_unmapped(capsys, tmp_path):
+    p = tmp_path / "t.csv"
+    write_table(p, [_row(gpu="H100 80GB")])
+    assert main(["validate", "--data", str(p), "--json"]) == 0
+    loose = json.loads(capsys.readouterr().out)
+    assert len(loose["rows"]) == 1 and not loose["unmapped"]
+    assert main(["validate", "--data", str(p), "--json", "--strict"]) == 0
+    strict = json.loads(capsys.readouterr().out)
+    assert not strict["rows"] and "variant not stated" in strict["unmapped"][0]["reason"]
 
 
 def test_cli_bad_table_is_one_line_and_exit_2(capsys, tmp_path):

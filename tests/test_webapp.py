@@ -172,8 +172,8 @@ def test_query_round_trip():
 
 # --------------------------------------------------------------------------- fuzz
 
-PAGES = ["calculator", "sweep", "compare", "speculative", "claims", "calibration", "accuracy",
-         "measure", "definitions"]
+PAGES = ["calculator", "sweep", "serving", "compare", "speculative", "claims", "calibration",
+         "accuracy", "measure", "definitions"]
 MODELS = ["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "gemma-2-9b", "qwen3-30b-a3b", "phi-3-mini"]
 GPUS = ["h100-sxm", "a10", "mi300x", "t4", "rtx-4090", "apple-m4-max", "tpu-v5e"]
 

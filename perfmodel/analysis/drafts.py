@@ -21,6 +21,14 @@ price it exactly as they price the target; nothing here computes a time.
            projection, shared embedding and output head; reused autoregressively for
            gamma > 1 (as TensorRT-LLM does).
 - ngram  : prompt lookup / n-gram (Saxena 2023; TRT-LLM): no draft model at all.
+- eagle2 : EAGLE-2 (Li et al. 2024, arXiv:2406.16858): the EAGLE-1 head with a dynamic tree.
+
+Research implementations (engine.speculative_impl == "research": the methods' reference
+code on Hugging Face models, as Spec-Bench runs them) verify the methods' default trees,
+RESEARCH_TREES (depth gamma, tokens verified per sequence), and pay per target step the
+Python ops that build the tree, evaluate the posterior and compact the accepted tokens' KV:
+RESEARCH_STEP_OPS kernels issued one by one at the engine's launch cost. Serving engines
+(vLLM, SGLang, TRT-LLM) run chains (gamma+1 tokens) and do that work in fused kernels.
 
 Weights that are folded: a projection of E elements that has no place in ModelSpec
 (EAGLE's fc, EAGLE-3's wider q/k/v input, the MTP projection) is added to an always-on
@@ -40,7 +48,30 @@ from perfmodel.core.predict import Scenario
 from perfmodel.core.specs import Deployment, ModelSpec, Precision
 from perfmodel.core.units import GIGA, US
 
-METHODS = ("draft", "eagle", "eagle3", "medusa", "ngram", "mtp")
+METHODS = ("draft", "eagle", "eagle2", "eagle3", "medusa", "ngram", "mtp")
+# Default trees of the reference implementations: method -> (depth gamma, tokens verified)
+RESEARCH_TREES = {
+    "eagle": (5, 26),    # EAGLE-1 eagle/model/choices.py mc_sim_7b_63: 25 nodes + root, depth 5
+    "eagle2": (5, 60),   # EAGLE-2 EaModel.from_pretrained(total_token=60, depth=5, top_k=10)
+    "eagle3": (7, 60),   # EAGLE-3 EaModel.from_pretrained(total_token=60, depth=7, top_k=10)
+    "medusa": (4, 64),   # Medusa-1 medusa_choices mc_sim_7b_63: 63 nodes + root, 4 heads deep
+    "ngram": (10, 11),   # prompt lookup decoding: prompt_lookup_num_tokens=10, a chain
+    "draft": (5, 6),     # HF assisted generation: num_assistant_tokens=5, a chain
+    "mtp": (1, 2),       # DeepSeek-V3: one MTP module
+}
+# Python-side ops per target step of the reference code, issued one by one (assumption,
+# one figure per method, set so that the Spec-Bench RTX 3090 and A100 Vicuna-7B rows of
+# its own method come out right on average; the 13B/33B rows are held out, tests/
+# test_speculative.py): tree construction (top-k, gathers, masks and position ids per
+# depth), posterior evaluation (candidate comparison, argmax, .tolist()) and KV compaction
+# (index_select + copy of the accepted positions). Chains need only the last two.
+# Vicuna-7B rows at hf-eager's 18 us per launch: EAGLE 700 (3090) / 620 (A100) -> 660;
+# Medusa 840 / 410 -> 630; PLD 190 / 135 -> 160; EAGLE-2 1130 (3090 only). EAGLE-3 shares
+# EAGLE-2's dynamic-tree code; SpS and MTP run the chain bookkeeping PLD runs (HF assisted
+# generation's loop).
+CHAIN_STEP_OPS = 160
+RESEARCH_STEP_OPS = {"eagle": 660, "eagle2": 1130, "eagle3": 1130, "medusa": 630,
+                     "ngram": CHAIN_STEP_OPS, "draft": CHAIN_STEP_OPS, "mtp": CHAIN_STEP_OPS}
 NGRAM_LOOKUP_S = 20 * US          # proposer call per step (assumption: hash/suffix lookup, no GPU)
 NGRAM_LOOKUP_S_PER_SEQ = 5 * US   # per sequence per step (assumption)
 VOCAB_PAD_TOLERANCE = 0.01       # vocab sizes within 1%: same tokenizer, padded embeddings
@@ -48,6 +79,7 @@ EAGLE3_DRAFT_VOCAB = 32_000   # EAGLE-3 heads for Llama-3.1: draft_vocab_size 32
 SHARED_GROUPS = {             # weight groups a drafter reuses from the target (no new memory)
     "draft": set(),
     "eagle": {"embedding", "lm_head"},
+    "eagle2": {"embedding", "lm_head"},
     "eagle3": {"embedding"},
     "medusa": {"embedding"},
     "mtp": {"embedding", "lm_head"},
@@ -180,7 +212,7 @@ def build_drafter(target: Scenario, method: str, gamma: int, *, draft: ModelSpec
     if method == "draft":
         warnings += _check_draft_model(t, draft, context)
         spec = draft
-    elif method in ("eagle", "eagle3"):
+    elif method in ("eagle", "eagle2", "eagle3"):
         spec = eagle_head(t, version=3 if method == "eagle3" else 1)
         if method == "eagle3":
             assumptions.append(f"EAGLE-3 head drafts over a reduced vocabulary of "

@@ -21,6 +21,9 @@ with the least slack at the rate (memory: 1 - bytes used / usable; TPOT and TTFT
 1 - value / target, TTFT without the admission queue; rate: 1 - rate / the largest rate
 whose queueing keeps TTFT on target).
 A miss (nothing meets the targets) reports the requirement it fails instead.
+The steady-state search is the quick estimate; the cheapest deployments it finds are then
+simulated on their engine's scheduler and ranked on simulated p90 TTFT and TPOT
+(analysis/sizing_sim.py).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.analysis import sizing_report as report
+from perfmodel.analysis import sizing_sim
 from perfmodel.api import resolve
 from perfmodel.serving.batching import (capacity_bytes, concurrency_grid, curves, limits, used_bytes,
                                 weights_bytes)
@@ -88,6 +92,10 @@ class SizedDeployment(BaseModel):
     joules_per_token: float | None
     binding: str = Field(description="memory, TTFT, TPOT or rate.")
     price_source: str | None
+    sim_ttft_p90_s: float | None = Field(default=None, description="Simulated p90 TTFT at the "
+                                         "rate (sizing_sim; None: not simulated).")
+    sim_tpot_p90_s: float | None = Field(default=None, description="Simulated p90 TPOT.")
+    sim_meets: bool | None = Field(default=None, description="Simulated p90s within both targets.")
     warnings: list[str]
 
 
@@ -195,6 +203,9 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
                 elif miss is not None:
                     misses.append(miss)
     found.sort(key=_rank)
+    found = sizing_sim.verify(found[:limit], model=m, rate_rps=float(rate_rps), prompt=prompt,
+                              output=output, ttft_slo_s=ctx.ttft, tpot_slo_s=ctx.tpot,
+                              max_gpus=max_gpus, counts=counts, profile=profile)
     request = SizingRequest(model=m.id, rate_rps=float(rate_rps), prompt_tokens=prompt,
                             output_tokens=output, ttft_slo_s=ctx.ttft, tpot_slo_s=ctx.tpot,
                             gpus=[h.id for h in hws], precisions=precisions, engines=engines,
@@ -230,7 +241,11 @@ def _rank(d: SizedDeployment):
 
 def _prices(prices: dict[str, float] | None, hws: list[HardwareSpec]) -> dict[str, float]:
     out = {h.id: h.price.usd_per_hour for h in hws if h.price is not None}
-    for gid, usd in (prices or {}).items():
+    prices = dict(prices or {})
+    if "*" in prices:   # one price for every GPU searched
+        every = prices.pop("*")
+        prices = {**{h.id: every for h in hws}, **prices}
+    for gid, usd in prices.items():
         key = str(gid).strip().lower()
         if key not in {h.id for h in hws}:
             raise PerfModelError(f"--price for {gid!r}: not among the GPUs searched")
@@ -324,9 +339,8 @@ def _search_group(ctx: _Ctx, sc0, prec: str, warnings: list[str]):
                          ctx.prompt, ctx.output, [b[1] for b in batch],
                          weights=[b[2] for b in batch])
         for cv in cvs:
-            require_finite({"ttft_s": cv.ttft_s, "tpot_s": cv.tpot_s, "e2e_s": cv.e2e_s,
-                            "rate_rps": cv.rate_rps}, what=f"{sc0.model.id} on {sc0.hw.id}",
-                           positive=True)
+            require_finite(f"{sc0.model.id} on {sc0.hw.id}", positive=True, ttft_s=cv.ttft_s,
+                           tpot_s=cv.tpot_s, e2e_s=cv.e2e_s, rate_rps=cv.rate_rps)
         evaluated += len(batch)
         for (sc, lim, _, reps, r_max, base), cv in zip(batch, cvs):
             dep, cand = _evaluate(ctx, sc, lim, cv, base, reps, r_max)

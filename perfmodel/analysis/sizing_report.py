@@ -16,6 +16,8 @@ def price_source(hw: HardwareSpec, prices: dict[str, float]) -> str | None:
     if hw.id not in prices:
         return None
     if hw.price is not None and prices[hw.id] == hw.price.usd_per_hour:
+        if hw.price.source.startswith("user override"):   # $PERFMODEL_PRICES
+            return hw.price.source
         return f"hardware_db ({hw.price.date}): {hw.price.source}"
     return "user override (--price)"
 

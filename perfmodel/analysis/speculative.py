@@ -15,7 +15,9 @@ One speculative step at batch B and context S (every time from predict.step, the
 op list and roofline as plain decoding):
     verify   = step(target, B, T = gamma+1 (or the tree budget), S, all_logits=True)
     draft    = first + (gamma - 1) * later          (drafter passes, see below)
-    overhead = CPU work of the proposer that no step contains (n-gram lookup)
+    overhead = CPU work that no step contains: the n-gram lookup on serving engines; on
+               research code (engine.speculative_impl) the Python ops that build the tree,
+               evaluate the posterior and compact the KV, drafts.RESEARCH_STEP_OPS x launch
     speedup  = tokens_per_step * step(target, B, 1, S) / (verify + draft + overhead)
 Drafter passes: a draft model, EAGLE head or MTP module runs gamma passes; the first
 consumes the ~tau tokens the last verification accepted (the "catch-up", T = tau: vLLM and
@@ -26,6 +28,9 @@ engine's kernel launches but not its per-step scheduler overhead (that runs once
 step). Not modelled: the draft model's prefill of the prompt (it adds to TTFT only).
 As B grows, verification of gamma+1 tokens per sequence turns compute-bound and costs
 ~(gamma+1) plain steps, so the speed-up falls below 1: the break-even batch.
+Defaults: on research code each method verifies its reference tree (drafts.RESEARCH_TREES:
+EAGLE-1 26 tokens at depth 5, EAGLE-2 60, Medusa 64, ...); on serving engines a chain of
+gamma = DEFAULT_GAMMA/FALLBACK_GAMMA. The estimate names the term that dominates the step.
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.api import resolve
 from perfmodel.core.catalog import load_model
-from perfmodel.analysis.drafts import METHODS, NGRAM_LOOKUP_S, NGRAM_LOOKUP_S_PER_SEQ, Drafter, build_drafter
+from perfmodel.analysis.drafts import (METHODS, NGRAM_LOOKUP_S, NGRAM_LOOKUP_S_PER_SEQ,
+                                       RESEARCH_STEP_OPS, RESEARCH_TREES, Drafter, build_drafter)
 from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.memory import MemoryEstimate, estimate_memory
 from perfmodel.core.parallel import validate_deployment
@@ -51,7 +57,9 @@ __all__ = ["METHODS", "Drafter", "build_drafter", "tokens_per_step", "acceptance
 
 DEFAULT_GAMMA = {"mtp": 1}       # DeepSeek-V3 trains one MTP module (one extra token)
 FALLBACK_GAMMA = 4               # the others: a common vLLM/TRT-LLM setting
-MAX_GAMMA = 64
+MAX_GAMMA = 64                   # assumption: no practical drafter proposes more per step
+MAX_TREE_TOKENS = 16 * MAX_GAMMA  # assumption: a token tree verifies at most 16 branches of
+                                 # MAX_GAMMA (EAGLE-2 and Medusa trees verify ~25-60 tokens)
 GAMMA_SEARCH = range(1, 9)       # optimal gamma is searched over 1..8
 BATCH_SEARCH_MAX = 4096          # break-even batch is searched over 1..4096
 
@@ -109,9 +117,12 @@ def step_times(target: Scenario, drafter: Drafter, B, S, gamma: int, tokens,
     verify = step(target, B, float(T), S, all_logits=True).time_s
     zero = np.zeros(np.broadcast_shapes(B.shape, tokens.shape))
     overhead = zero
+    research = target.engine.speculative_impl == "research"
+    if research:      # the reference code's per-step Python ops, one launch each
+        overhead = zero + RESEARCH_STEP_OPS[drafter.method] * target.engine.launch_s
     if drafter.sc is None:
         draft = zero
-        if drafter.method == "ngram":
+        if drafter.method == "ngram" and not research:
             overhead = zero + NGRAM_LOOKUP_S + NGRAM_LOOKUP_S_PER_SEQ * B
     elif drafter.method == "medusa":
         draft = zero + step(drafter.sc, B, 1.0, 0.0).time_s
@@ -179,6 +190,9 @@ class SpeculativeEstimate(BaseModel):
     speedup: float = Field(description="tokens_per_step * baseline / (verify + draft + overhead).")
     baseline_step_s: float = Field(description="Plain decode step at this batch and context.")
     verify_step_s: float = Field(description="Target step over verify_tokens tokens per sequence.")
+    dominant_term: str = Field(description="The largest part of the speculative step: "
+                               "verification, drafting or overhead.")
+    dominant_note: str = Field(description="Each part's share of the speculative step.")
     draft_step_s: float = Field(description="All drafter passes of one target step.")
     overhead_s: float = Field(description="Proposer CPU work outside both (n-gram lookup).")
     spec_step_s: float = Field(description="verify + draft + overhead.")
@@ -252,14 +266,17 @@ def estimate_specs(target: Scenario, method: str, *, batch: int, context: int,
     """
     batch = _positive_int("batch", batch)
     context = _positive_int("context", context, low=0)
+    research = target.engine.speculative_impl == "research"
+    if research and gamma is None and tree_tokens is None and method in RESEARCH_TREES:
+        gamma, tree_tokens = RESEARCH_TREES[method]      # the reference code's default tree
     gamma = _positive_int("gamma", DEFAULT_GAMMA.get(method, FALLBACK_GAMMA) if gamma is None
                           else gamma)
     if gamma > MAX_GAMMA:
         raise PerfModelError(f"gamma {gamma} is beyond {MAX_GAMMA} draft tokens per step")
     verify_tokens = gamma + 1 if tree_tokens is None else _positive_int("tree_tokens", tree_tokens)
-    if verify_tokens < gamma + 1 or verify_tokens > 16 * MAX_GAMMA:
+    if verify_tokens < gamma + 1 or verify_tokens > MAX_TREE_TOKENS:
         raise PerfModelError(f"tree_tokens {verify_tokens} must lie in [gamma+1 = {gamma + 1}, "
-                             f"{16 * MAX_GAMMA}]")
+                             f"{MAX_TREE_TOKENS}]")
     alpha, tau = _finite("acceptance", acceptance), _finite("mean_accepted_tokens", mean_accepted_tokens)
     goal = _finite("target_speedup", target_speedup)
     if alpha is not None and tau is not None:
@@ -321,9 +338,18 @@ def estimate_specs(target: Scenario, method: str, *, batch: int, context: int,
                   baseline_tpot_s=t.baseline_s, decode_tok_s_per_user=tau / t.spec_step_s,
                   baseline_tok_s_per_user=1.0 / t.baseline_s, optimal_speedup=best_sp)
     values = {k: float(v) for k, v in values.items()}
-    require_finite({**values, **{f"batch_curve[{p.batch}]": p.speedup for p in curve}},
-                   what="speculative decoding")
+    require_finite("speculative decoding", **values,
+                   **{f"batch_curve[{p.batch}]": p.speedup for p in curve})
     warnings += list(verify_est.warnings)
+    parts = {"verification": values["verify_step_s"], "drafting": values["draft_step_s"],
+             "overhead": values["overhead_s"]}
+    dominant = max(parts, key=parts.get)
+    note = ", ".join(f"{k} {v / values['spec_step_s']:.0%}" for k, v in parts.items())
+    if research:
+        assumptions.append(f"research implementation on {target.engine.id}: "
+                           f"{RESEARCH_STEP_OPS[method]} Python ops per step for tree "
+                           "construction, posterior evaluation and KV compaction "
+                           "(drafts.RESEARCH_STEP_OPS)")
     if values["speedup"] < 1.0:
         warnings.append(f"speculation is slower than plain decoding at batch {batch}: verifying "
                         f"{verify_tokens} tokens costs {values['verify_step_s'] / values['baseline_step_s']:.2f}"
@@ -340,6 +366,7 @@ def estimate_specs(target: Scenario, method: str, *, batch: int, context: int,
         draft_precision=(drafter.sc.precision.label if drafter.sc is not None else "none"),
         batch=batch, context=context, gamma=gamma, verify_tokens=verify_tokens,
         acceptance=float(alpha), acceptance_source=source, verify_bound=str(verify_est.bound),
+        dominant_term=dominant, dominant_note=f"of the speculative step: {note}",
         optimal_gamma=best_g, breakeven_batch=be, breakeven_note=be_note, batch_curve=curve,
         fits=mem.fits, draft_weight_bytes=drafter.weight_bytes,
         draft_kv_bytes_per_token=drafter.kv_bytes_per_token, memory=mem, target_speedup=goal,
@@ -370,7 +397,12 @@ def speculative_estimate(model, gpu, *, method: str, draft=None, gamma: int | No
             dprec = Precision.of(draft_weights, kv)
         except ValueError as exc:
             raise PerfModelError(str(exc)) from None
-    if gamma is None:
+    if gamma is None and tree_tokens is None and sc.engine.speculative_impl == "research" \
+            and method in RESEARCH_TREES:
+        g, t = RESEARCH_TREES[method]
+        assumptions = assumptions + [f"the reference implementation's default: depth {g}, "
+                                     f"{t} tokens verified per step (drafts.RESEARCH_TREES)"]
+    elif gamma is None:
         assumptions = assumptions + [f"gamma {DEFAULT_GAMMA.get(method, FALLBACK_GAMMA)} "
                                      "draft tokens per step (default)"]
     est = estimate_specs(sc, method, batch=batch, context=context, gamma=gamma,

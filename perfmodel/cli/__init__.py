@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from perfmodel.core.errors import PerfModelError, pydantic_message
 
 # command modules, in the order `perfmodel --help` lists them
-COMMANDS = ["catalog", "memory", "predict", "sweep", "spec", "size", "claim", "validate",
+COMMANDS = ["catalog", "memory", "predict", "sweep", "serve", "spec", "size", "claim", "validate",
             "calibrate", "endpoint"]
 
 

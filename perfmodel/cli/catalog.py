@@ -49,6 +49,8 @@ def _run_models(args: argparse.Namespace) -> int:
             "experts": m.moe.num_experts if m.moe else None,
             "experts_per_token": m.moe.experts_per_token if m.moe else None,
             "sliding_window": m.sliding_window, "sliding_window_layers": m.sliding_window_layers,
+            "linear_attention_layers": m.num_linear_attention_layers,
+            "sparse_attention_topk": m.sparse_attention.index_topk if m.sparse_attention else None,
             "total_params": params.total, "active_params": params.active,
             "max_context": m.max_context,
         })
@@ -63,7 +65,9 @@ def _model_row(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": r["id"], "name": r["name"], "layers": r["layers"], "d_model": r["d_model"],
         "heads/kv": f"{r['heads']}/{r['kv_heads']}",
-        "attn": r["attention"] + (f"+swa{r['sliding_window']}" if r["sliding_window"] else ""),
+        "attn": r["attention"] + (f"+swa{r['sliding_window']}" if r["sliding_window"] else "")
+        + (f"+dsa{r['sparse_attention_topk']}" if r["sparse_attention_topk"] else "")
+        + (f"+linear{r['linear_attention_layers']}" if r["linear_attention_layers"] else ""),
         "moe E/k": f"{r['experts']}/{r['experts_per_token']}" if r["experts"] else MISSING,
         "total": f"{r['total_params'] / units.GIGA:.2f}B",
         "active": f"{r['active_params'] / units.GIGA:.2f}B",

@@ -96,8 +96,7 @@ def run_claim(args) -> int:
           f"{ex.claimed_value:.4g} {ex.unit}")
     print(f"verdict: {ex.verdict}: {ex.reason}")
     print(ex.physics.statement)
-    print_table([{"factor": c.factor, "stretch": c.stretch, "verdict": c.verdict,
-                  "moves": " + ".join(c.moves)} for c in ex.combinations])
+    _print_combinations(ex.combinations)
     _print_steps(ex.factors, ex.shapley)
     for i in ex.inverse:
         print(f"inverse ({i.assumption}, {i.side}): {i.statement}")
@@ -120,6 +119,8 @@ def _print_attribution(att, as_json: bool) -> int:
     print(f"{att.baseline} -> {att.improved}: {att.total:.4g}x on {att.direction}")
     print(f"  {att.baseline_value:.4g} -> {att.improved_value:.4g} {att.unit}")
     _print_steps(att.factors, att.shapley)
+    for c in att.caveats:
+        print(f"caveat: {c}")
     print(f"verdict: {att.verdict}")
     for i in att.inverse:
         print(f"inverse ({i.assumption}): {i.statement}")
@@ -127,11 +128,21 @@ def _print_attribution(att, as_json: bool) -> int:
     return 0
 
 
+def _print_combinations(combos) -> None:
+    """System optimizations and model changes (another model answers) in one table, told
+    apart by the 'kind' column."""
+    print_table([{"factor": c.factor, "stretch": c.stretch, "verdict": c.verdict,
+                  "kind": ("changes the model: " + ", ".join(c.changes_output)
+                           if c.changes_output else "system"),
+                  "moves": " + ".join(c.moves)} for c in combos])
+
+
 def _print_steps(factors, shapley) -> None:
     if not factors:
         print("no levers differ")
         return
-    print_table([{"lever": s.lever, "factor": s.factor, "shapley": shapley.get(s.lever, 1.0),
+    print_table([{"lever": s.lever + (" (changes the model)" if s.changes_output else ""),
+                  "factor": s.factor, "shapley": shapley.get(s.lever, 1.0),
                   "regime before": s.regime_before, "regime after": s.regime_after,
                   "change": s.change} for s in factors])
 
@@ -148,13 +159,20 @@ def _print_preset(rep, as_json: bool) -> int:
     print()
     for r in rep.source_vs_model:
         print(f"- {r.step}, {r.quantity}: {r.why}")
+    if rep.source_checks:
+        print("\nthe source against its own figures:")
+        print_table([{"step": c.step, "quantity": c.quantity, "unit": c.unit,
+                      "stated": _num(c.stated), "its figures give": _num(c.implied),
+                      "check": "consistent" if c.consistent else "contradicts itself"}
+                     for c in rep.source_checks])
+        for c in rep.source_checks:
+            print(f"- {c.step}, {c.quantity}: {c.why}")
     print()
     print(f"headline: {rep.total:.3g}x on {rep.metric}")
     _print_steps(rep.factors, rep.shapley)
     print(f"verdict: {rep.verdict}")
     if rep.combinations:
-        print_table([{"factor": c.factor, "stretch": c.stretch, "verdict": c.verdict,
-                      "moves": " + ".join(c.moves)} for c in rep.combinations[:8]])
+        _print_combinations(rep.combinations[:8])
     for ex in rep.explanations:
         best = ex.combinations[0] if ex.combinations else None
         how = (f"e.g. {' + '.join(best.moves)} ({best.factor:.3g}x)" if best else ex.reason)

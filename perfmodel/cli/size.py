@@ -6,8 +6,8 @@ import argparse
 import math
 
 from perfmodel.analysis import sizing
-from perfmodel.cli.common import (int_list, positive_float, positive_int, print_json, print_table,
-                                  str_list)
+from perfmodel.cli.common import (add_query_args, int_list, positive_float, positive_int,
+                                  print_json, print_table, str_list)
 from perfmodel.core.units import ms
 
 
@@ -22,8 +22,11 @@ def nonneg_float(text: str) -> float:
 
 
 def price_pair(text: str) -> dict[str, float]:
-    """'h100-sxm=2.5' or 'h100-sxm=2.5,l40s=0.9' -> {id: usd_per_hour}."""
+    """'h100-sxm=2.5' or 'h100-sxm=2.5,l40s=0.9' -> {id: usd_per_hour}; a bare '2.5' prices
+    every GPU searched ({'*': 2.5})."""
     out: dict[str, float] = {}
+    if "=" not in text and "," not in text:
+        return {"*": positive_float(text.strip())}
     for part in text.split(","):
         gid, sep, usd = part.partition("=")
         if not sep or not gid.strip():
@@ -37,12 +40,9 @@ def register(sub) -> None:
                        "targets")
     p.add_argument("--model", required=True, help="catalog id, HF repo id, or path to config.json")
     p.add_argument("--rate", type=nonneg_float, required=True, help="requests per second")
-    p.add_argument("--prompt", type=positive_int, required=True, help="input tokens per request")
-    p.add_argument("--output", type=positive_int, required=True, help="output tokens per request")
-    p.add_argument("--ttft-slo", type=positive_float, required=True,
-                   help="mean TTFT target, seconds")
-    p.add_argument("--tpot-slo", type=positive_float, required=True,
-                   help="mean TPOT target, seconds")
+    add_query_args(p, ("prompt_tokens", "output_tokens", "ttft_slo_s", "tpot_slo_s"),
+                   required=("prompt_tokens", "output_tokens", "ttft_slo_s", "tpot_slo_s"),
+                   help_suffix={"ttft_slo_s": " Mean TTFT.", "tpot_slo_s": " Mean TPOT."})
     p.add_argument("--gpus", type=str_list, default=None, help="GPU ids (default: every GPU)")
     p.add_argument("--precisions", type=str_list, default=None,
                    help="WEIGHTS or WEIGHTS/KV, comma-separated (default: bf16,fp8,int4,fp4)")
@@ -50,7 +50,8 @@ def register(sub) -> None:
     p.add_argument("--max-gpus", type=positive_int, default=8, help="GPUs at most (default 8)")
     p.add_argument("--counts", type=int_list, default=None, help="only these total GPU counts")
     p.add_argument("--price", type=price_pair, action="append", default=None,
-                   help="override a price: GPU=USD_PER_HOUR (repeatable)")
+                   help="override a price: USD_PER_GPU_HOUR for every GPU, or GPU=USD_PER_HOUR "
+                        "(repeatable); $PERFMODEL_PRICES=file.yaml (gpu id: USD) sets a whole table")
     p.add_argument("--limit", type=positive_int, default=20, help="deployments listed (default 20)")
     p.add_argument("--profile", default=None, help="calibrated profile YAML")
     p.add_argument("--hardware-dir", default=None, help="extra folder of hardware YAML files")
@@ -62,8 +63,9 @@ def run(args) -> int:
     prices: dict[str, float] = {}
     for d in args.price or []:
         prices.update(d)
-    r = sizing.size(args.model, rate_rps=args.rate, prompt=args.prompt, output=args.output,
-                    ttft_slo_s=args.ttft_slo, tpot_slo_s=args.tpot_slo, gpus=args.gpus,
+    r = sizing.size(args.model, rate_rps=args.rate, prompt=args.prompt_tokens,
+                    output=args.output_tokens, ttft_slo_s=args.ttft_slo_s,
+                    tpot_slo_s=args.tpot_slo_s, gpus=args.gpus,
                     precisions=args.precisions, engines=args.engines, max_gpus=args.max_gpus,
                     counts=args.counts, prices=prices, limit=args.limit, profile=args.profile,
                     hardware_dir=args.hardware_dir)
@@ -95,4 +97,6 @@ def _row(d) -> dict:
             "repl": d.replicas, "TTFT ms": opt(d.ttft_s, ms), "TPOT ms": opt(d.tpot_s, ms),
             "out tok/s": d.output_tok_s_total, "headroom": opt(d.headroom),
             "$/h": opt(d.usd_per_hour), "$/Mtok": opt(d.usd_per_mtok),
-            "J/tok": opt(d.joules_per_token), "binding": d.binding}
+            "J/tok": opt(d.joules_per_token), "binding": d.binding,
+            "sim TTFT p90 ms": opt(d.sim_ttft_p90_s, ms), "sim TPOT p90 ms": opt(d.sim_tpot_p90_s, ms),
+            "sim ok": opt(d.sim_meets)}

@@ -68,10 +68,11 @@ def run(args) -> int:
         {"part": "plain decode step", "ms": ms(r.baseline_step_s)},
         {"part": f"verification (T={r.verify_tokens}, {r.verify_bound}-bound)", "ms": ms(r.verify_step_s)},
         {"part": "drafting", "ms": ms(r.draft_step_s)},
-        {"part": "proposer overhead", "ms": ms(r.overhead_s)},
+        {"part": "per-step overhead (proposer, research bookkeeping)", "ms": ms(r.overhead_s)},
         {"part": "speculative step", "ms": ms(r.spec_step_s)},
         {"part": "TPOT speculative / plain", "ms": f"{ms(r.tpot_s):.4g} / {ms(r.baseline_tpot_s):.4g}"},
     ])
+    print(f"dominant term: {r.dominant_term} ({r.dominant_note})")
     print(f"speed-up: {r.speedup:.3f}x   optimal gamma: {r.optimal_gamma} "
           f"({r.optimal_speedup:.3f}x)   break-even batch: {r.breakeven_batch} ({r.breakeven_note})")
     print("speed-up by batch: " + ", ".join(f"{p.batch}:{p.speedup:.2f}{'' if p.fits else '*'}"

@@ -9,6 +9,7 @@ from perfmodel.core.errors import PerfModelError
 from perfmodel.analysis.validation.run import ROOT, fit_intervals, validate
 from perfmodel.analysis.validation import intervals as iv
 from perfmodel.analysis.validation.report import pct, write_docs
+from perfmodel.analysis.validation.serving_predict import docs_predictor
 
 
 def register(sub) -> None:
@@ -19,6 +20,18 @@ def register(sub) -> None:
                         "(default: data/public_measurements.csv and calibrate/data/raw-*.json)")
     p.add_argument("--profile", action="append", default=None, metavar="F",
                    help="calibrated profile YAML; repeatable (default: calibrate/profiles/*.yaml)")
+    p.add_argument("--strict", action="store_true",
+                   help="leave rows unmapped whose GPU variant is not stated (default: assume "
+                        "the likeliest, e.g. SXM in 8-GPU servers, and say so in the row)")
+    p.add_argument("--serving-data", action="append", default=None, metavar="FILE",
+                   help="measured serving points (.csv with the columns of "
+                        "data/serving/aic_silicon_sample.csv); repeatable (default: that file "
+                        "when --data is not given, else none)")
+    p.add_argument("--no-serving", action="store_true", help="skip the serving points")
+    p.add_argument("--serving-predictor", default=None, metavar="NAME",
+                   help="serving predictor: steady (steady-state serve_curve, a quick estimate: "
+                        "the default) or sim (the step-level simulator, minutes over the whole "
+                        "file; the default with --write-docs)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--fit-intervals", action="store_true",
                    help="refit the interval factors and rewrite perfmodel/analysis/validation/intervals.yaml")
@@ -28,7 +41,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    rep = validate(args.data, args.profile)
+    serving = [] if args.no_serving else args.serving_data
+    predictor = args.serving_predictor
+    if predictor is None and args.write_docs:
+        predictor = docs_predictor()
+    rep = validate(args.data, args.profile, serving, predictor, strict=args.strict)
     table = None
     if args.fit_intervals:
         table = fit_intervals(rep)
@@ -64,4 +81,22 @@ def run(args) -> int:
     print(f"\nunmapped rows ({len(rep.unmapped)}):")
     for u in rep.unmapped:
         print(f"  {u.label} {u.metric}: {u.reason}")
+    if rep.serving is not None:
+        _print_serving(rep.serving)
     return 0
+
+
+def _print_serving(s) -> None:
+    print(f"\nserving points ({', '.join(s.data)}): {len(s.rows)} of {s.n_rows} predicted with "
+          f"the {s.predictor_description}")
+    print_table([{"target": t.name, "limit": t.limit, "value": pct(t.value), "rows": t.n,
+                  "met": {True: "yes", False: "NO", None: "no data"}[t.met]} for t in s.targets])
+    print()
+    print_table([{"by": g.by, "key": g.key, "rows": g.n, "TTFT error": pct(g.ttft_median_ape),
+                  "TTFT pred/meas": f"{g.ttft_median_ratio:.2f}",
+                  "TPOT error": pct(g.tpot_median_ape),
+                  "TPOT pred/meas": f"{g.tpot_median_ratio:.2f}"}
+                 for g in s.groups if g.by != "engine x gpu x model"])
+    print("\nserving rows not predicted:")
+    for r in s.unmapped_reasons:
+        print(f"  {r.n:5d}  {r.reason}")

@@ -8,9 +8,11 @@ request, and the HF cache is grown with torch.cat and expanded by repeat_kv each
 Sources for the parameters (mid-range values, not fitted to any validation row):
 - kernels per Llama layer: counted from the implementations (HF modeling_llama eager:
   RMSNorm ~7 ops x2, rotary ~10, q/k/v/o, repeat_kv, SDPA, SwiGLU 5, residuals: ~45;
+  measured 48 per layer with transformers 5.17 (1543 per generated token, H200 run 2026-12-01);
   a plain-torch Llama layer launches 44 kernels per layer (1420 per 32-layer decode step,
-  counted from its CUDA graph, calibrate/BENCH_NOTES.md): ~40; torch.compile fuses the
-  elementwise chains: 485 per step, ~15; vLLM/TRT-LLM fuse QKV, norm+residual and SwiGLU:
+  counted from its CUDA graph, calibrate/BENCH_NOTES.md): ~44; torch.compile fuses the
+  elementwise chains: 452 per step for the whole model (gpt-fast mode, H200 2026-12-01), ~14;
+  vLLM/TRT-LLM fuse QKV, norm+residual and SwiGLU:
   ~8-12).
 - per-kernel CPU launch cost: PyTorch eager dispatch 5-10 us per op in a tight loop (8.9 us
   measured on the H200 host), 15-20 us per op inside a model's forward (26 ms / 1420 kernels
@@ -21,7 +23,16 @@ Sources for the parameters (mid-range values, not fitted to any validation row):
   a millisecond per step); SGLang and TRT-LLM report lower; llama.cpp ~0.3-0.5 ms.
 - KV memory: vLLM gpu_memory_utilization 0.9 and block 16; SGLang mem_fraction_static
   ~0.88 and page size 1; TRT-LLM kv_cache_free_gpu_mem_fraction 0.9, tokens_per_block 64
-  (perf-overview doc); llama.cpp preallocates n_ctx per slot.
+  (perf-overview doc).
+- KV preallocation (memory.held_context): the torch engines keep a static cache, one
+  [max_seq_len] slot per sequence whatever the request (gpt-fast `setup_caches`, HF
+  `StaticCache`); STATIC_CACHE_TOKENS is its length. llama.cpp allocates one KV buffer of
+  n_ctx tokens at start and splits it among its slots (server `--parallel`): LLAMA_CPP_N_CTX.
+- Low-bit weights: dequantized inside the matmul and overlapped with it by default (Marlin,
+  Machete, TRT-LLM's weight-only GEMMs, llama.cpp's mul_mat kernels). In series: hf-eager's
+  bitsandbytes path dequantizes the whole matrix first (bitsandbytes/autograd/_functions.py
+  matmul_4bit), and the torch engines' tinygemm int4 kernel is bound by its dequant work
+  (gpt-fast README: int4 decode streams 862 GB/s on an A100, bf16 1397 GB/s).
 """
 
 from __future__ import annotations
@@ -31,6 +42,19 @@ from perfmodel.core.specs import EngineProfile, SchedulerSpec
 from perfmodel.core.units import GiB
 
 _COMMON = dict(dequant_flops_per_weight=4.0)
+# Assumption: a static-cache server is set up for 32K tokens per sequence. HF StaticCache
+# defaults max_cache_len to the model's max_position_embeddings, but 128K of FP16 KV for an
+# 8B (17 GB) beside its 16 GB of weights fits no 24 GB card, so a working deployment of a
+# long-context model sets it lower; 32K is the shortest common long-context setting.
+STATIC_CACHE_TOKENS = 32768
+# llama.cpp common.h: `common_params.n_ctx = 4096` (context size; newer builds take 0 = the
+# model's training context), one buffer shared by all slots.
+LLAMA_CPP_N_CTX = 4096
+# gpt-fast's int4 path (tinygemm `_weight_int4pack_mm`) dequantizes in series with its MMAs:
+# the gpt-fast README measures Llama-2-7B int4 on A100 at 196.8 tok/s and 862 GB/s, 42% of
+# the card's bandwidth (bf16: 1397 GB/s), so that kernel is bound by its dequant work.
+_STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_TOKENS,
+                     dequant_overlap=False)
 
 # Scheduler defaults as each engine ships them:
 # - vLLM V1 `EngineArgs.get_batch_defaults` (vllm/engine/arg_utils.py): `vllm serve` on a
@@ -55,41 +79,51 @@ SGLANG_SCHEDULER = SchedulerSpec(
     source="sglang server_args.py (chunked_prefill_size 8192, enable_mixed_chunk off)")
 TRTLLM_SCHEDULER = SchedulerSpec(
     max_num_seqs=4096, max_num_batched_tokens=32768, chunked_prefill=True, mixed_prefill=True,
-    seqs_divided_by_pp=True,
+    seqs_divided_by_pp=True, kv_reserve_output=True,
     source="tensorrt_llm/bench/build/tuning.py finetune_setting (4096 / pp sequences, "
-           "max_num_tokens <= 32768)")
+           "max_num_tokens <= 32768); capacity scheduler policy GUARANTEED_NO_EVICT "
+           "(the default of executor SchedulerConfig)")
 LLAMA_CPP_SCHEDULER = SchedulerSpec(
     max_num_batched_tokens=2048, chunked_prefill=True, mixed_prefill=True,
     source="llama.cpp common.h (n_batch 2048)")
 
 ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
+    # hf-eager and torch-eager host costs: the project's own H200 runs (calibrate/data/,
+    # 6 full runs on one VM type, 2026-11-29 and 2026-12-01): HF generate decode B=1 of an
+    # 8B shape 44.8-72.7 ms/token (median ~55), 1543 kernels per token (torch.profiler,
+    # transformers 5.17, sdpa) = 48 per layer; fitted launch_s 16-31 us, generate's per-token
+    # Python 4.8-6.3 ms, generate(1) setup 2-5 ms. gpt-fast blog 2023: eager Llama-7B 25 tok/s
+    # (40 ms/token) on an A100, host-bound. Plain torch eager: 1420 kernels per step (44 per
+    # layer), 16.6-27 ms per step, fitted launch_s 13-15 us. MEASURED_UNCERTAINTY below.
     EngineProfile(
         id="hf-eager", name="Hugging Face transformers generate (eager PyTorch)",
-        kernels_per_layer=45, launch_s=18e-6, graph_launch_s=0.0,
-        cpu_overhead_per_step_s=1.5e-3, per_request_overhead_s=20e-3,
+        kernels_per_layer=48, launch_s=28e-6, graph_launch_s=0.0,
+        cpu_overhead_per_step_s=5.5e-3, per_request_overhead_s=3.5e-3,
         attention="naive", batching="static", kv_memory_fraction=0.95, kv_block_tokens=1,
         kv_prealloc="request", quant_kernel_efficiency=0.5, fused_elementwise=False,
-        supports_fp8=False, source="HF modeling_llama; gpt-fast blog (eager baseline)", **_COMMON),
+        supports_fp8=False, dequant_overlap=False, speculative_impl="research",
+        source="HF modeling_llama; gpt-fast blog (eager baseline); bitsandbytes matmul_4bit "
+               "(more than one row: dequantize_4bit, then a 16-bit matmul)", **_COMMON),
     EngineProfile(
         id="torch-eager", name="Plain PyTorch eager (gpt-fast without compile)",
-        kernels_per_layer=40, launch_s=12e-6, graph_launch_s=0.0,
+        kernels_per_layer=44, launch_s=14e-6, graph_launch_s=0.0,
         cpu_overhead_per_step_s=0.3e-3, per_request_overhead_s=5e-3,
         attention="flash", batching="static", kv_memory_fraction=0.92, kv_block_tokens=1,
-        kv_prealloc="max_context", quant_kernel_efficiency=0.6, fused_elementwise=False,
+        quant_kernel_efficiency=0.6, fused_elementwise=False, **_STATIC_CACHE,
         source="gpt-fast model.py; PyTorch dispatch overhead", **_COMMON),
     EngineProfile(
         id="torch-graph", name="PyTorch with CUDA graphs (unfused kernels)",
         kernels_per_layer=40, launch_s=0.0, graph_launch_s=30e-6,
         cpu_overhead_per_step_s=0.2e-3, per_request_overhead_s=5e-3,
         attention="flash", batching="static", kv_memory_fraction=0.92, kv_block_tokens=1,
-        kv_prealloc="max_context", quant_kernel_efficiency=0.6, fused_elementwise=False,
+        quant_kernel_efficiency=0.6, fused_elementwise=False, **_STATIC_CACHE,
         source="PyTorch CUDA graphs blog 2021", **_COMMON),
     EngineProfile(
         id="torch-compile", name="torch.compile (mode=reduce-overhead, gpt-fast)",
         kernels_per_layer=14, launch_s=0.0, graph_launch_s=30e-6,
         cpu_overhead_per_step_s=0.15e-3, per_request_overhead_s=5e-3,
         attention="flash", batching="static", kv_memory_fraction=0.92, kv_block_tokens=1,
-        kv_prealloc="max_context", quant_kernel_efficiency=0.85, fused_elementwise=True,
+        quant_kernel_efficiency=0.85, fused_elementwise=True, **_STATIC_CACHE,
         source="gpt-fast blog 2023 (int8/int4 weight-only kernels)", **_COMMON),
     EngineProfile(
         id="vllm", name="vLLM (V1, CUDA graphs, paged attention)",
@@ -119,10 +153,21 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         kernels_per_layer=15, launch_s=0.0, graph_launch_s=50e-6,
         cpu_overhead_per_step_s=0.5e-3, per_request_overhead_s=10e-3,
         attention="flash", batching="continuous", kv_memory_fraction=0.95, kv_block_tokens=1,
-        kv_prealloc="max_context", quant_kernel_efficiency=0.8, fused_elementwise=True,
-        supports_fp8=False, source="llama.cpp server README (n_ctx per slot); CUDA graphs PR #6766",
+        kv_prealloc="pool", kv_prealloc_tokens=LLAMA_CPP_N_CTX, quant_kernel_efficiency=0.8,
+        fused_elementwise=True, supports_fp8=False,
+        source="llama.cpp server README (n_ctx shared by the slots); CUDA graphs PR #6766",
         scheduler=LLAMA_CPP_SCHEDULER, **_COMMON),
 ]}
+
+
+# How far a preset's datasheet-only step time (default efficiencies) may miss the project's
+# own measurements of the engine it names: the median |predicted / measured - 1| over one
+# calibrate/bench.py run's points of that engine (tests/test_presets_measured.py checks every
+# committed run). Host-bound presets are wide: the same H200 VM type gave eager steps of 16.6
+# or 27 ms and HF decode of 45-73 ms/token at one shape (calibrate/BENCH_NOTES.md). Presets
+# without an own measurement (vllm, sglang, trtllm, llama-cpp) are not listed.
+MEASURED_UNCERTAINTY: dict[str, float] = {
+    "hf-eager": 0.30, "torch-eager": 0.35, "torch-graph": 0.20, "torch-compile": 0.15}
 
 
 def load_engine(engine_id: str) -> EngineProfile:

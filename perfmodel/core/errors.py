@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 
+import numpy as np
+
 
 class PerfModelError(ValueError):
     """Bad input: an unknown id, a malformed file, an impossible configuration."""
@@ -28,7 +30,8 @@ class SpecFileError(PerfModelError):
 def closest(query: str, known: list[str], n: int = 5) -> list[str]:
     """Close ids by edit similarity and by shared prefix; never used to pick one silently."""
     q = query.lower().strip()
-    hits = difflib.get_close_matches(q, known, n=n, cutoff=0.5)
+    hits = [k for k in sorted(known) if q and k.startswith(q)][:n]   # 'h100' -> h100-* first
+    hits += [k for k in difflib.get_close_matches(q, known, n=n, cutoff=0.5) if k not in hits]
     for k in sorted(known):
         if len(hits) >= n:
             break
@@ -56,18 +59,22 @@ class OutOfRangeError(PerfModelError):
     NaN, inf or a zero rate is reported as this error, never returned or printed."""
 
 
-def require_finite(values, *, what: str = "result", positive: bool = False) -> None:
-    """Raise OutOfRangeError unless every value (scalars or arrays, by name) is finite, and
-    with positive=True also > 0. The one finiteness guard of the model's outputs."""
-    import numpy as np  # local: errors.py stays importable without numpy
+def require_finite(what: str, *, positive: bool = False, **values) -> None:
+    """Raise OutOfRangeError (a PerfModelError, exit 2 from the CLI) naming every value
+    (scalar or array; None skipped) that is not finite, or with positive=True not > 0.
 
+    The one finiteness guard of the results: a NaN or infinity is refused, never printed.
+    Schema-valid but extreme inputs reach it (a GPU YAML with a 1e-300 B/s bandwidth), so
+    it is a user-facing error rather than an ArithmeticError."""
     bad = []
-    for name, v in values.items():
+    for k, v in values.items():
+        if v is None:
+            continue
         a = np.asarray(v, dtype=float)
         ok = np.isfinite(a) & (a > 0) if positive else np.isfinite(a)
         if not np.all(ok):
-            bad.append(name)
+            bad.append(k)
     if bad:
-        kind = "a positive finite number" if positive else "finite"
+        kind = "positive and finite" if positive else "finite"
         raise OutOfRangeError(f"{what}: {', '.join(bad[:4])} not {kind}: an input (a rate, size "
                               "or length in a file or argument) is outside the model's range")

@@ -2,7 +2,8 @@
 
 Search order: the --hardware-dir argument, then the directories in the
 PERFMODEL_HARDWARE_DIR environment variable (os.pathsep-separated), then the built-in
-hardware_db/. A card id found in an earlier directory overrides the same id later, so a
+hardware_db/. $PERFMODEL_PRICES names a YAML file of gpu id -> USD per GPU-hour that replaces
+the built-in prices (one basis: PRICE_BASIS at PRICE_DATE). A card id found in an earlier directory overrides the same id later, so a
 user can add a card or correct one without editing the repository.
 
 Look-ups are exact (case-insensitive) and never pick a card by substring: an unknown id
@@ -13,16 +14,24 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from perfmodel.core.files import parse_text, read_text
 from perfmodel.core.errors import PerfModelError, SpecFileError, UnknownIdError, pydantic_message
-from perfmodel.core.specs import HardwareSpec
+from perfmodel.core.specs import HardwareSpec, PriceSpec
 
 ENV_VAR = "PERFMODEL_HARDWARE_DIR"
+PRICES_ENV_VAR = "PERFMODEL_PRICES"   # a YAML file of gpu id -> USD per GPU-hour
 SUFFIXES = (".yaml", ".yml")
+
+# One price basis for every card, so a ranking by $ compares like with like (issue 15 item 7):
+# every hardware_db price.source starts with PRICE_BASIS and every price.date is PRICE_DATE.
+PRICE_BASIS = ("neocloud on-demand USD per GPU-hour (specialty and long-tail GPU clouds, no "
+               "hyperscaler list prices; mid value of the range read)")
+PRICE_DATE = "2026-09"   # when the table was collected; each source names its own reading
 
 
 def builtin_dir() -> Path:
@@ -135,9 +144,58 @@ def _index_cached(signature: tuple) -> tuple[tuple[str, HardwareSpec], ...]:
     return tuple(index.items())
 
 
+def price_overrides() -> dict[str, float]:
+    """gpu id -> USD per GPU-hour from the YAML file named by $PERFMODEL_PRICES ({} if unset).
+    A missing, malformed or non-positive entry is a PerfModelError naming the file."""
+    path = os.environ.get(PRICES_ENV_VAR, "").strip()
+    if not path:
+        return {}
+    p = Path(path).expanduser()
+    try:
+        stat = p.stat()
+    except (OSError, ValueError) as exc:
+        raise PerfModelError(f"{PRICES_ENV_VAR}={path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    return dict(_read_prices(str(p.resolve()), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=16)
+def _read_prices(resolved: str, mtime_ns: int, size: int) -> tuple[tuple[str, float], ...]:  # noqa: ARG001
+    where = f"{PRICES_ENV_VAR}={resolved}"
+    data = parse_text(read_text(resolved, what=PRICES_ENV_VAR), where=where, fmt="yaml",
+                      mapping=False)     # the one safe reader: size, depth and tag caps
+    if not isinstance(data, dict) or not data:
+        raise PerfModelError(f"{where}: expected a mapping of gpu id -> USD per GPU-hour, "
+                             "e.g. 'h100-sxm: 2.49'")
+    out = []
+    for gid, usd in data.items():
+        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not usd > 0 \
+                or usd == float("inf"):
+            raise PerfModelError(f"{where}: price of {gid!r} must be a positive number of "
+                                 f"USD per GPU-hour, got {usd!r}")
+        out.append((str(gid).strip().lower(), float(usd)))
+    return tuple(out)
+
+
+def _with_prices(index: dict[str, HardwareSpec]) -> dict[str, HardwareSpec]:
+    """The cards with $PERFMODEL_PRICES applied; an id the file names but no card has is an error."""
+    overrides = price_overrides()
+    if not overrides:
+        return index
+    path = os.environ.get(PRICES_ENV_VAR, "")
+    out = dict(index)
+    for gid, usd in overrides.items():
+        if gid not in out:
+            raise UnknownIdError(f"GPU in {PRICES_ENV_VAR}", gid, sorted(out))
+        price = PriceSpec(usd_per_hour=usd, date=time.strftime("%Y-%m"),
+                          source=f"user override ({PRICES_ENV_VAR}={path})")
+        out[gid] = out[gid].model_copy(update={"price": price})
+    return out
+
+
 def list_gpus(hardware_dir: str | Path | None = None) -> list[HardwareSpec]:
-    """Every card in the search path (user cards override built-in ones), sorted by id."""
-    return sorted(_index(hardware_dir).values(), key=lambda s: s.id)
+    """Every card in the search path (user cards override built-in ones), sorted by id, with
+    $PERFMODEL_PRICES applied."""
+    return sorted(_with_prices(_index(hardware_dir)).values(), key=lambda s: s.id)
 
 
 def load_gpu(gpu_id: str, hardware_dir: str | Path | None = None) -> HardwareSpec:
@@ -148,7 +206,7 @@ def load_gpu(gpu_id: str, hardware_dir: str | Path | None = None) -> HardwareSpe
     query = str(gpu_id).strip()
     if query.lower().endswith(SUFFIXES):
         return load_gpu_file(query)
-    index = _index(hardware_dir)
+    index = _with_prices(_index(hardware_dir))
     spec = index.get(query.lower())
     if spec is None:
         raise UnknownIdError("GPU", query, sorted(s.id for s in index.values()))

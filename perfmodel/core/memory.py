@@ -12,7 +12,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.engines import ENGINES
-from perfmodel.core.ops import ACT_BYTES, LOGIT_BYTES, kv_bytes_per_token_layer, weight_bpe
+from perfmodel.core.ops import (ACT_BYTES, LOGIT_BYTES, kv_bytes_per_token_layer,
+                                linear_state_bytes_per_layer, weight_bpe)
 from perfmodel.core.parallel import kv_replication, validate_deployment
 from perfmodel.core.params import all_matrices
 from perfmodel.core.specs import Deployment, EngineProfile, HardwareSpec, ModelSpec, Precision
@@ -40,18 +41,19 @@ class MemoryEstimate(BaseModel):
     fits: bool = Field(description="total_bytes <= capacity_bytes.")
     max_batch: int = Field(description="Largest batch that fits at this context (0: none).")
     max_context: int = Field(description="Longest context that fits at this batch (0: none).")
-    num_gpus: int = Field(description="GPUs the model is spread over (tp x pp).")
+    num_gpus: int = Field(description="GPUs the model is spread over (tp x dp x pp).")
 
 
 def weight_bytes_by_group(m: ModelSpec, p: Precision, dep: Deployment) -> dict[str, float]:
-    """Every matrix at its storage precision, split over tp x pp GPUs."""
+    """Every matrix at its storage precision, split over tp x pp GPUs; routed experts over
+    tp x dp x pp (attention DP replicates everything else in each dp group)."""
     groups: dict[str, float] = {}
     for mat in all_matrices(m):
         groups[mat.group] = groups.get(mat.group, 0.0) + mat.elements * weight_bpe(m, p, mat.group)
     if m.tied_embeddings:
         groups.setdefault("lm_head", 0.0)
     share = dep.tp * dep.pp
-    return {k: v / share for k, v in groups.items()}
+    return {k: v / share / (dep.dp if k == "experts" else 1) for k, v in groups.items()}
 
 
 def reserve_bytes(dep: Deployment):
@@ -66,11 +68,37 @@ def kv_cache_bytes(m: ModelSpec, p: Precision, *, batch: int, context: int,
     layers min(S, window); per GPU with TP (kv heads replicated when K < tp) and PP."""
     dep = dep or Deployment()
     s_round = np.ceil(np.asarray(context, dtype=float) / block_tokens) * block_tokens
-    full = m.num_layers - m.sliding_window_layers
+    full = m.num_full_attention_layers
     per_seq = (full * s_round                                           # full-attention layers
                + m.sliding_window_layers * np.minimum(s_round, m.sliding_window or 0))  # windowed
     return (batch * per_seq * kv_bytes_per_token_layer(m, p)
-            * kv_replication(m, dep.tp) / dep.tp / dep.pp)
+            * kv_replication(m, dep.tp) / dep.tp / dep.pp / dep.dp   # a dp group holds B/dp
+            + linear_state_bytes(m, p, batch=batch, dep=dep))
+
+
+def held_context(m: ModelSpec, engine: EngineProfile, *, batch, context):
+    """Tokens of KV each of B sequences holds in memory at context S (arrays broadcast).
+
+    'request' (paged and growing caches): S. 'max_context' (static caches: gpt-fast
+    `setup_caches(max_batch_size, max_seq_length)`, HF `StaticCache(max_cache_len)`): every
+    sequence holds max(S, L) with L = min(kv_prealloc_tokens, model max context).
+    'pool' (llama.cpp: one KV buffer of n_ctx tokens allocated at start and split among the
+    slots, tools/server): B sequences hold max(B*S, L) tokens in all, i.e. max(S, L/B) each."""
+    S = np.asarray(context, dtype=float)
+    if engine.kv_prealloc not in ("max_context", "pool"):
+        return S
+    L = float(min(engine.kv_prealloc_tokens or m.max_context, m.max_context))
+    if engine.kv_prealloc == "pool":
+        return np.maximum(S, L / np.maximum(np.asarray(batch, dtype=float), 1.0))
+    return np.maximum(S, L)
+
+
+def linear_state_bytes(m: ModelSpec, p: Precision, *, batch, dep: Deployment | None = None):
+    """Constant per-sequence state of the linear-attention layers (no S), split by heads over
+    TP, by layers over PP, and a dp group holds B/dp sequences."""
+    dep = dep or Deployment()
+    return (np.asarray(batch, dtype=float) * m.num_linear_attention_layers
+            * linear_state_bytes_per_layer(m, p) / dep.tp / dep.pp / dep.dp)
 
 
 def activation_bytes(m: ModelSpec, p: Precision, engine: EngineProfile, *, batch: int,
@@ -88,8 +116,8 @@ def activation_bytes(m: ModelSpec, p: Precision, engine: EngineProfile, *, batch
     width = (4 * m.d_model                                   # residual, normed input, attn out, mlp out
              + (m.num_heads + 2 * m.num_kv_heads) * m.head_dim  # q, k, v
              + 3 * ffn)                                       # gate, up, activation
-    act = rows * width * ACT_BYTES / dep.tp
-    logits = batch * m.vocab_size * LOGIT_BYTES
+    act = rows * width * ACT_BYTES / dep.tp / dep.dp
+    logits = batch * m.vocab_size * LOGIT_BYTES / dep.dp
     scores = 0.0
     if (attention or engine.attention) == "naive":
         seq_rows = rows / batch
@@ -125,7 +153,9 @@ def estimate_memory(m: ModelSpec, hw: HardwareSpec, p: Precision, *, batch: int,
         return float(usable_bytes(hw, engine, fixed + act_bytes))
 
     def kv(b: int, s: int) -> float:
-        return (kv_cache_bytes(m, p, batch=b, context=s, dep=dep, block_tokens=engine.kv_block_tokens)
+        held = held_context(m, engine, batch=b, context=s)
+        return (kv_cache_bytes(m, p, batch=b, context=held, dep=dep,
+                               block_tokens=engine.kv_block_tokens)
                 + b * s * extra_kv_bytes_per_token)
 
     def ok(b: int, s: int) -> bool:
@@ -138,7 +168,8 @@ def estimate_memory(m: ModelSpec, hw: HardwareSpec, p: Precision, *, batch: int,
                                  attention=attention))
     total = weights + kv_now + act + reserve
     capacity = capacity_at(act)
-    per_token = float(kv_cache_bytes(m, p, batch=1, context=1, dep=dep)) + extra_kv_bytes_per_token
+    per_token = (float(kv_cache_bytes(m, p, batch=1, context=1, dep=dep))
+                 - float(linear_state_bytes(m, p, batch=1, dep=dep)) + extra_kv_bytes_per_token)
     return MemoryEstimate(
         weight_bytes=weights, weight_bytes_by_group=groups, kv_bytes_per_token=per_token,
         kv_cache_bytes=kv_now, activation_bytes=act, reserve_bytes=reserve, total_bytes=total,

@@ -22,22 +22,27 @@ import numpy as np
 from perfmodel.core.params import attention_matrices, ffn_matrices
 from perfmodel.core.specs import ModelSpec, Precision
 
+FloatArray = float | np.ndarray
+"""A float, or a numpy array of floats broadcast over B, T and S given as arrays."""
+
 OpKind = Literal["gemm", "attention", "elementwise", "embedding", "sampling", "comm"]
 ACT_BYTES = 2.0          # activations between kernels are 16-bit (bf16/fp16)
 LOGIT_BYTES = 4.0        # logits are upcast to fp32 for sampling
 HIGH_PRECISION_BYTES = 2.0  # embeddings, norms, routers and lm_head stay 16-bit when weights are quantized
+GLU_FLOPS_PER_OUTPUT = 4.0  # assumption: SiLU(gate) * up per output element = exp, add, divide, multiply
+SAMPLING_FLOPS_PER_LOGIT = 5.0  # assumption: softmax (max, subtract, exp, sum, divide) per logit
 
 
 @dataclass(frozen=True)
 class OpCost:
     """Work of one op: FLOPs and bytes moved through device memory. Adds and scales."""
 
-    flops: object = 0.0
-    weight_bytes: object = 0.0
-    act_bytes: object = 0.0
-    kv_read_bytes: object = 0.0
-    kv_write_bytes: object = 0.0
-    kernels: object = 0.0
+    flops: FloatArray = 0.0
+    weight_bytes: FloatArray = 0.0
+    act_bytes: FloatArray = 0.0
+    kv_read_bytes: FloatArray = 0.0
+    kv_write_bytes: FloatArray = 0.0
+    kernels: FloatArray = 0.0
 
     def __add__(self, other: "OpCost") -> "OpCost":
         return OpCost(*(getattr(self, f) + getattr(other, f) for f in _FIELDS))
@@ -62,18 +67,22 @@ class Op:
     name: str
     kind: OpKind
     cost: OpCost
-    rows: object = 1.0            # M: token rows of the matmul (sets GEMM efficiency)
+    rows: FloatArray = 1.0            # M: token rows of the matmul (sets GEMM efficiency)
     quantized: bool = False       # weights stored below 16 bits (weight-only kernels)
-    weight_elements: object = 0.0  # elements read (for dequantization cost)
+    weight_elements: FloatArray = 0.0  # elements read (for dequantization cost)
     per_layer: bool = True        # occurs in every layer (TP/PP shard it)
     window: int | None = field(default=None)
+    group: str = ""               # weight group (core/params.py): selects a module's format
 
 
 def weight_bpe(m: ModelSpec, p: Precision, group: str) -> float:
-    """Bytes per weight element: matmul weights at the chosen precision; embeddings,
-    norms and routers at 16 bits unless weights are fp32 (the usual GPTQ/AWQ/FP8 recipe)."""
+    """Bytes per weight element: matmul weights at their module's precision; embeddings,
+    norms and routers at 16 bits unless weights are fp32 (the usual GPTQ/AWQ/FP8 recipe)
+    or the embedding module names its own format."""
     if group in ("attention", "mlp", "experts", "shared_experts"):
-        return p.weights.bytes_per_element
+        return p.for_group(group).weights.bytes_per_element
+    if group in ("embedding", "lm_head") and p.module("embedding") is not None:
+        return p.for_group(group).weights.bytes_per_element
     return max(HIGH_PRECISION_BYTES, p.weights.bytes_per_element if p.weights.bits > 16 else 0.0)
 
 
@@ -84,11 +93,29 @@ def expected_experts(num_experts: int, k: int, tokens):
 
 
 def kv_bytes_per_token_layer(m: ModelSpec, p: Precision) -> float:
-    """Bytes cached per token per layer: 2*K*H*bytes (K and V), or MLA's latent
-    (kv_lora_rank + qk_rope_head_dim)*bytes (DeepSeek-V2 sec. 2.1.2)."""
+    """Bytes cached per token per softmax-attention layer: 2*K*H*bytes (K and V), or MLA's
+    latent (kv_lora_rank + qk_rope_head_dim)*bytes (DeepSeek-V2 sec. 2.1.2), plus a DSA
+    indexer key of index_head_dim (kept in the KV format here; DeepSeek stores it in fp8)."""
+    index = m.sparse_attention.index_head_dim if m.sparse_attention is not None else 0
     if m.mla is not None:
-        return (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * p.kv.bytes_per_element
-    return 2 * m.num_kv_heads * m.head_dim * p.kv.bytes_per_element
+        return (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim + index) * p.kv.bytes_per_element
+    return (2 * m.num_kv_heads * m.head_dim + index) * p.kv.bytes_per_element
+
+
+LINEAR_ATTENTION_OP = "linear_attention"   # its state is split by heads over TP, never replicated
+
+
+def linear_state_bytes_per_layer(m: ModelSpec, p: Precision) -> float:
+    """Constant per-sequence state of one linear-attention layer: Hv value heads x
+    (key_dim x value_dim) recurrent matrix, plus the conv window (kernel-1) x conv_dim,
+    in the KV format (vLLM keeps the state in the model dtype by default: an assumption)."""
+    la = m.linear_attention
+    if la is None:
+        return 0.0
+    conv_dim = 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads * la.value_head_dim
+    return ((la.num_value_heads * la.key_head_dim * la.value_head_dim   # recurrent state S
+             + (la.conv_kernel - 1) * conv_dim)                         # causal conv window
+            * p.kv.bytes_per_element)
 
 
 def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
@@ -100,8 +127,7 @@ def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
     out: list[Op] = [_embedding(m, p, M)]
     out += _norm("input_norm", M, D, L)
     out += _linears(m, p, attention_matrices(m), M, "attention")
-    if m.mla is None:
-        out.append(_rotary(m, M))
+    out.append(_rotary(m, M) if m.mla is None else _mla_norms_rotary(m, M))
     out += _attention(m, p, B, T, S, attention)
     out.append(_residual("attn_residual", M, D, L))
     out += _norm("post_attn_norm", M, D, L)
@@ -141,6 +167,24 @@ def _rotary(m: ModelSpec, M) -> Op:
                      kernels=float(m.num_layers)), rows=M)
 
 
+def _quantized(p: Precision, group: str) -> bool:
+    """Weights of this group stored below 16 bits (routers and norms stay 16-bit)."""
+    return group not in ("router", "norm") and p.for_group(group).weights.bits < 16
+
+
+def _mla_norms_rotary(m: ModelSpec, M) -> Op:
+    """MLA's extra elementwise kernels per layer (DeepSeek-V3 modeling code, MLA forward):
+    RMSNorm of the q latent (when q is low-rank) and of the kv latent, and rotary on the
+    decoupled rope dims of the N query heads and the one shared key."""
+    a, L = m.mla, m.num_layers
+    norm_width = a.kv_lora_rank + (a.q_lora_rank or 0)
+    rope_width = (m.num_heads + 1) * a.qk_rope_head_dim
+    return Op("mla_norms_rotary", "elementwise",
+              OpCost(flops=(4.0 * norm_width + 3.0 * rope_width) * M * L,
+                     act_bytes=2 * M * (norm_width + rope_width) * ACT_BYTES * L,
+                     kernels=(2.0 if a.q_lora_rank else 1.0) * L + L), rows=M)
+
+
 def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
     """One GEMM op per weight matrix: 2*M*in*out FLOPs, weights read once per step."""
     result = []
@@ -154,39 +198,45 @@ def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
                                 weight_bytes=elems * bpe * np.ones_like(M),
                                 act_bytes=M * (mat.d_in + mat.d_out) * ACT_BYTES * mat.count,
                                 kernels=float(mat.count)),
-                         rows=M, quantized=p.weights.bits < 16 and mat.group != "router",
-                         weight_elements=elems * np.ones_like(M)))
+                         rows=M, quantized=_quantized(p, mat.group),
+                         weight_elements=elems * np.ones_like(M), group=mat.group))
     return result
 
 
 def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
-    """Attention core per layer kind (full / sliding window).
+    """Attention core per layer kind (full / sliding window / linear).
 
-    Each new token i (0..T-1) attends to S + i + 1 positions (causal), so the
-    query-key pairs are T*S + T*(T+1)/2 per sequence; FLOPs 4*B*pairs*N*H (QK^T and PV).
+    Each new token i (0..T-1) attends to S + i + 1 positions (causal), at most W in a
+    sliding-window layer, so the query-key pairs per sequence are sum_i min(S+i+1, W):
+    with n = clip(W - S, 0, T) tokens below the window, n*S + n(n+1)/2 + (T-n)*W
+    (full attention: n = T, T*S + T*(T+1)/2); FLOPs 4*B*pairs*N*H (QK^T and PV).
     KV read: B*(S+T) cached tokens * bytes per token per layer; KV write: B*T tokens.
+    DSA (sparse_attention): each query attends to at most index_topk tokens, like a window,
+    while the indexer op scores all of them. Linear-attention layers have their own op.
     """
-    L = m.num_layers
     windowed = m.sliding_window_layers
-    groups = [(L - windowed, None), (windowed, m.sliding_window)]
+    groups = [(m.num_full_attention_layers, None), (windowed, m.sliding_window)]
     kv_tok = kv_bytes_per_token_layer(m, p)
-    result = []
+    index_tok = 0.0
+    result = _linear_attention(m, p, B, T)
+    if m.sparse_attention is not None:
+        result.append(_indexer(m, p, B, T, S, m.num_full_attention_layers))
+        index_tok = m.sparse_attention.index_head_dim * p.kv.bytes_per_element
     for n_layers, window in groups:
         if n_layers == 0:
             continue
         ctx = S if window is None else np.minimum(S, window)   # cached tokens visible
-        pairs = T * ctx + T * (T + 1) / 2                       # query-key pairs per sequence
-        if window is not None:
-            pairs = np.minimum(pairs, T * window)
-        if m.mla is not None:  # absorbed MLA: q and o live in the kv_lora latent space
-            a = m.mla
-            per_pair = 2.0 * m.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
-        else:
-            per_pair = 4.0 * m.num_heads * m.head_dim
-        flops = B * pairs * per_pair * n_layers
-        kv_read = B * (ctx + T) * kv_tok * n_layers
+        pairs = _causal_pairs(T, S, window)                     # query-key pairs per sequence
+        if m.sparse_attention is not None:   # DSA: each query attends to its top-k tokens
+            pairs = np.minimum(pairs, T * m.sparse_attention.index_topk)
+            ctx = np.minimum(ctx, m.sparse_attention.index_topk)
+        flops = B * pairs * 4.0 * m.num_heads * m.head_dim * n_layers
+        kv_read = B * (ctx + T) * (kv_tok - index_tok) * n_layers   # the indexer reads its keys
         kv_write = B * T * kv_tok * n_layers
         act = B * T * 2 * m.num_heads * m.head_dim * ACT_BYTES * n_layers   # q in, o out
+        if m.mla is not None:
+            flops, extra_act = _mla_core(m, B, T, ctx, pairs)
+            flops, act = flops * n_layers, act + extra_act * n_layers
         kernels = 1.0 * n_layers
         if kernel == "naive":
             # scores materialized (write, softmax read+write, read for PV) in 16 bits,
@@ -201,6 +251,81 @@ def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
                                 kv_write_bytes=kv_write, kernels=kernels),
                          rows=B * T, window=window))
     return result
+
+
+def mla_flops_per_pair(m: ModelSpec) -> tuple[float, float]:
+    """(absorbed, decompressed) attention FLOPs per query-key pair of one MLA layer.
+
+    Absorbed (DeepSeek-V2 sec. 2.1.2, FlashMLA): W_UK is folded into q and W_UV applied after,
+    so QK^T runs over the latent plus the rope dims and PV over the latent:
+        2N(d_c + d_R) + 2N d_c.
+    Decompressed (plain multi-head attention on K = W_UK c, V = W_UV c):
+        2N(d_nope + d_R) + 2N d_v."""
+    a, N = m.mla, m.num_heads
+    absorbed = 2.0 * N * (a.kv_lora_rank + a.qk_rope_head_dim) + 2.0 * N * a.kv_lora_rank
+    decompressed = 2.0 * N * (a.qk_nope_head_dim + a.qk_rope_head_dim) + 2.0 * N * a.v_head_dim
+    return absorbed, decompressed
+
+
+def _mla_core(m: ModelSpec, B, T, ctx, pairs):
+    """(FLOPs, extra activation bytes) of one MLA layer's attention, in the cheaper form.
+
+    Both forms pay the kv_b up-projection of the T new positions (the kv_b_proj op: in the
+    absorbed form it is the W_UK/W_UV absorption of q and o, the same 2*M*d_c*N*(d_nope+d_v)).
+    The decompressed form also up-projects the ctx cached latents, 2*B*ctx*d_c*N*(d_nope+d_v),
+    and writes and reads the expanded K and V. Engines pick the form by phase (SGLang
+    deepseek_v2.py: MLA absorbed for decode and target-verify, MHA for prefill/extend;
+    TRT-LLM likewise for context vs generation); choosing the cheaper FLOP count per step
+    reproduces that: at T=1 the decompression of S latents dwarfs the 3.4x per-pair saving,
+    for a long prompt the per-pair saving wins."""
+    a, N = m.mla, m.num_heads
+    absorbed, decompressed = mla_flops_per_pair(m)
+    up = 2.0 * B * ctx * a.kv_lora_rank * N * (a.qk_nope_head_dim + a.v_head_dim)
+    f_abs = B * pairs * absorbed
+    f_dec = B * pairs * decompressed + up
+    expanded = 2 * B * (ctx + T) * N * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
+    use_dec = f_dec < f_abs
+    return np.where(use_dec, f_dec, f_abs), np.where(use_dec, expanded * ACT_BYTES, 0.0)
+
+
+def _causal_pairs(T, S, window: int | None):
+    """sum over i in 0..T-1 of min(S + i + 1, W) (W = infinity without a window)."""
+    if window is None:
+        return T * S + T * (T + 1) / 2
+    n = np.clip(window - S, 0.0, T)          # new tokens that see fewer than W positions
+    return n * S + n * (n + 1) / 2 + (T - n) * window
+
+
+def _linear_attention(m: ModelSpec, p: Precision, B, T) -> list[Op]:
+    """Gated DeltaNet core (Yang et al. 2024, arXiv:2412.06464), per layer and value head:
+    decay, S^T k, the rank-1 delta update and S^T q are ~3 matrix-vector products of the
+    key_dim x value_dim state, 6*dk*dv FLOPs per token; the state is read once and written
+    once per sequence per step (the chunked prefill kernel keeps chunk states on chip)."""
+    la = m.linear_attention
+    if la is None:
+        return []
+    n = la.num_layers
+    state = linear_state_bytes_per_layer(m, p)
+    flops = B * T * la.num_value_heads * 6.0 * la.key_head_dim * la.value_head_dim * n
+    width = 2 * la.num_key_heads * la.key_head_dim + 2 * la.num_value_heads * la.value_head_dim
+    return [Op(LINEAR_ATTENTION_OP, "attention",
+               OpCost(flops=flops, act_bytes=B * T * width * ACT_BYTES * n,
+                      kv_read_bytes=B * state * n * np.ones_like(T),
+                      kv_write_bytes=B * state * n * np.ones_like(T), kernels=3.0 * n),
+               rows=B * T)]
+
+
+def _indexer(m: ModelSpec, p: Precision, B, T, S, n_layers: int) -> Op:
+    """DSA lightning indexer: every query scores all S+i+1 visible tokens with index_n_heads
+    heads of index_head_dim (2*heads*dim FLOPs per pair) and reads every cached index key."""
+    sa = m.sparse_attention
+    pairs = T * S + T * (T + 1) / 2
+    key_bytes = sa.index_head_dim * p.kv.bytes_per_element
+    return Op("indexer", "attention",
+              OpCost(flops=B * pairs * 2.0 * sa.index_n_heads * sa.index_head_dim * n_layers,
+                     act_bytes=B * T * sa.index_n_heads * sa.index_head_dim * ACT_BYTES * n_layers,
+                     kv_read_bytes=B * (S + T) * key_bytes * n_layers, kernels=2.0 * n_layers),
+              rows=B * T)
 
 
 def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
@@ -224,14 +349,37 @@ def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
                                 * ACT_BYTES * n,
                                 kernels=3.0 * n),
                          rows=routed_rows / np.maximum(touched, 1.0),
-                         quantized=p.weights.bits < 16, weight_elements=touched * expert_elems * n))
+                         quantized=_quantized(p, "experts"),
+                         weight_elements=touched * expert_elems * n, group="experts"))
+        result += _routing(m, M)
         act_width = e.expert_ffn_dim * e.experts_per_token * 2
     if act_width:
         result.append(Op("mlp_activation", "elementwise",
-                         OpCost(flops=4.0 * M * act_width / 2 * m.num_layers,
-                                act_bytes=1.5 * M * act_width * ACT_BYTES * m.num_layers,
+                         OpCost(flops=GLU_FLOPS_PER_OUTPUT * M * (act_width / 2) * m.num_layers,
+                                # reads gate and up (act_width), writes their product (act_width / 2)
+                                act_bytes=M * (act_width + act_width / 2) * ACT_BYTES * m.num_layers,
                                 kernels=float(m.num_layers)), rows=M))
     return result
+
+
+def _routing(m: ModelSpec, M) -> list[Op]:
+    """The kernels around the expert GEMMs of each MoE layer, as vLLM's fused_moe and
+    TensorRT-LLM's MoE plugin run them: top-k over the E router logits plus the sort of
+    token rows by expert (topk_softmax + moe_align_block_size; TRT-LLM's routing kernel),
+    the permute that gathers each token's row once per chosen expert (expandInputRows), and
+    the unpermute that sums the k weighted expert outputs back into one row (moe_sum;
+    finalizeMoeRouting). Bytes: logits in fp32, rows in 16 bits."""
+    e, n = m.moe, m.num_moe_layers
+    k, D = e.experts_per_token, m.d_model
+    route = OpCost(flops=5.0 * M * e.num_experts * n,
+                   act_bytes=M * (e.num_experts + 2 * k) * LOGIT_BYTES * n,   # logits in, ids+weights out
+                   kernels=2.0 * n)
+    permute = OpCost(act_bytes=M * (1 + k) * D * ACT_BYTES * n, kernels=1.0 * n)
+    combine = OpCost(flops=2.0 * M * k * D * n, act_bytes=M * (k + 1) * D * ACT_BYTES * n,
+                     kernels=1.0 * n)
+    return [Op("moe_routing", "elementwise", route, rows=M),
+            Op("moe_permute", "elementwise", permute, rows=M),
+            Op("moe_combine", "elementwise", combine, rows=M)]
 
 
 def _lm_head(m: ModelSpec, p: Precision, B, rows) -> list[Op]:
@@ -245,9 +393,11 @@ def _lm_head(m: ModelSpec, p: Precision, B, rows) -> list[Op]:
         Op("lm_head", "gemm",
            OpCost(flops=2.0 * rows * D * V, weight_bytes=D * V * bpe * np.ones_like(rows),
                   act_bytes=rows * (D * ACT_BYTES + V * LOGIT_BYTES), kernels=1.0),
-           rows=rows, per_layer=False),
+           rows=rows, per_layer=False, group="lm_head",
+           quantized=p.module("embedding") is not None and _quantized(p, "lm_head")),
         Op("sampling", "sampling",
-           OpCost(flops=5.0 * rows * V, act_bytes=2 * rows * V * LOGIT_BYTES, kernels=4.0),
+           OpCost(flops=SAMPLING_FLOPS_PER_LOGIT * rows * V, act_bytes=2 * rows * V * LOGIT_BYTES,
+                  kernels=4.0),
            rows=rows, per_layer=False),
     ]
 

@@ -2,10 +2,14 @@
 
 TP splits weights, heads and KV over p GPUs (KV heads are replicated when K < p) and adds
 two all-reduces of B*T*D activations per layer (Megatron-LM, Shoeybi et al. 2019).
-All-reduce: 2(p-1)/p * bytes / link_bw + 2*ceil(log2 p) * latency (ring bandwidth, tree latency).
+All-reduce: 2(p-1)/p * bytes / link_bw + 2*ceil(log2 p) * latency (ring bandwidth, tree latency);
+across scale-up domains (tp > the NVLink domain) hierarchical: intra reduce-scatter,
+inter-domain all-reduce of a 1/g shard, intra all-gather (group_allreduce_s).
 EP spreads routed experts; the MoE layer's all-reduce becomes a dispatch and a combine
-all-to-all of k*M*D activations: (p-1)/p * bytes / link_bw + (p-1) * latency each.
-PP splits layers into stages; its effect on batching is handled in predict.py.
+all-to-all of k*M*D activations, peers written concurrently (alltoall_s). The busiest
+EP rank sets the pace of the expert GEMMs and of the all-to-all (core/expert_load.py).
+PP splits layers into stages; hand-offs cross the inter-node link where a stage boundary is
+a domain boundary; fill and bubble are handled in predict.py.
 """
 
 from __future__ import annotations
@@ -16,12 +20,17 @@ from dataclasses import replace
 import numpy as np
 
 from perfmodel.core.errors import PerfModelError
-from perfmodel.core.ops import ACT_BYTES, Op
-from perfmodel.core.specs import Deployment, Efficiency, HardwareSpec, LinkSpec, ModelSpec
+from perfmodel.core.expert_load import expert_load_ratios
+from perfmodel.core.ops import ACT_BYTES, LINEAR_ATTENTION_OP, Op, ops
+from perfmodel.core.specs import (Deployment, Efficiency, HardwareSpec, LinkSpec, ModelSpec,
+                                  Precision)
+
+DEFAULT_DOMAIN_GPUS = 8   # an HGX/DGX board, when neither deployment nor hardware says
+A2A_LATENCY_HOPS = 2      # concurrent all-to-all: data hop + arrival flag (DeepEP, see alltoall_s)
 
 
 def validate_deployment(m: ModelSpec, dep: Deployment) -> None:
-    """TP must divide the heads; EP must divide the experts and fit in the TP group."""
+    """TP must divide the heads; EP must divide the experts and tile the tp x dp GPUs."""
     heads = m.num_heads
     if heads % dep.tp:
         raise PerfModelError(f"tp={dep.tp} does not divide num_heads={heads} of {m.id}")
@@ -32,9 +41,10 @@ def validate_deployment(m: ModelSpec, dep: Deployment) -> None:
             raise PerfModelError(f"ep={dep.ep} given but {m.id} has no experts")
         if m.moe.num_experts % dep.ep:
             raise PerfModelError(f"ep={dep.ep} does not divide the {m.moe.num_experts} experts")
-        if dep.ep > dep.tp:
-            raise PerfModelError(f"ep={dep.ep} exceeds tp={dep.tp}: experts are spread over "
-                                 "the GPUs of one tensor-parallel group")
+        if (dep.tp * dep.dp) % dep.ep:
+            raise PerfModelError(f"ep={dep.ep} does not divide the tp x dp = {dep.tp * dep.dp} "
+                                 "GPUs of a stage: experts are spread over tp x dp GPUs "
+                                 "(use --dp for attention data parallelism)")
 
 
 def kv_replication(m: ModelSpec, tp: int) -> float:
@@ -44,31 +54,86 @@ def kv_replication(m: ModelSpec, tp: int) -> float:
     return max(1.0, tp / m.num_kv_heads)
 
 
-def shard(op_list: list[Op], m: ModelSpec, dep: Deployment) -> list[Op]:
-    """Per-GPU costs under TP (PP is handled by predict; EP keeps the same per-GPU weights)."""
-    if dep.tp == 1:
+def rank_ops(m: ModelSpec, p: Precision, B, T, S, dep: Deployment, *, attention: str,
+             all_logits: bool = False) -> list[Op]:
+    """One GPU's ops of a step of B sequences (all stages' layers; PP is handled by predict).
+
+    Attention DP: each of the dp groups runs everything but the routed experts for its B/dp
+    sequences (shared experts and dense layers are replicated per group, as TRT-LLM's
+    attention DP and SGLang's DP attention run them); the routed experts see all B*T tokens,
+    spread over the tp x dp GPUs."""
+    B = np.asarray(B, dtype=float)
+    tokens = B * T
+    if dep.dp == 1:
+        return shard(ops(m, p, B, T, S, attention=attention, all_logits=all_logits), m, dep,
+                     tokens=tokens)
+    local = ops(m, p, B / dep.dp, T, S, attention=attention, all_logits=all_logits)
+    routed = {op.name: op for op in ops(m, p, B, T, S, attention=attention) if op.name == "experts"}
+    merged = [routed.get(op.name, op) for op in local]
+    out = shard(merged, m, dep, tokens=tokens)
+    return [replace(op, cost=replace(op.cost * (1.0 / dep.dp), kernels=op.cost.kernels),
+                    weight_elements=op.weight_elements / dep.dp) if op.name in routed else op
+            for op in out]
+
+
+def shard(op_list: list[Op], m: ModelSpec, dep: Deployment, tokens=1.0) -> list[Op]:
+    """Per-GPU costs under TP (PP is handled by predict). Under EP the routed experts are
+    those of the busiest rank: `tokens` = B*T rows routed this step set its excess rows and
+    experts touched (core/expert_load.py); the other ops are the mean rank's share."""
+    if dep.tp == 1 and dep.ep == 1:
         return op_list
     tp = dep.tp
     rep = kv_replication(m, tp)
+    load, touched = busiest_rank_ratios(m, dep, tokens)
     out = []
     for op in op_list:
         c = op.cost
         kernels = c.kernels
+        op_rep = 1.0 if op.name == LINEAR_ATTENTION_OP else rep   # recurrent state: split by heads
         cost = c * (1.0 / tp)
         cost = replace(cost, kernels=kernels,
-                       kv_read_bytes=c.kv_read_bytes * rep / tp,
-                       kv_write_bytes=c.kv_write_bytes * rep / tp)
-        out.append(replace(op, cost=cost, weight_elements=op.weight_elements / tp))
+                       kv_read_bytes=c.kv_read_bytes * op_rep / tp,
+                       kv_write_bytes=c.kv_write_bytes * op_rep / tp)
+        elements = op.weight_elements / tp
+        if op.name == "experts" and dep.ep > 1:
+            cost = replace(cost, flops=cost.flops * load, act_bytes=cost.act_bytes * load,
+                           weight_bytes=cost.weight_bytes * touched)
+            elements = elements * touched
+        out.append(replace(op, cost=cost, weight_elements=elements))
     return out
 
 
+def busiest_rank_ratios(m: ModelSpec, dep: Deployment, tokens):
+    """(rows, experts touched) of the busiest EP rank relative to the mean rank; (1, 1)
+    without EP (every TP rank holds a slice of every expert and works in lockstep)."""
+    if m.moe is None or dep.ep <= 1:
+        one = np.ones_like(np.asarray(tokens, dtype=float))
+        return one, one
+    return expert_load_ratios(m.moe.num_experts, m.moe.experts_per_token, dep.ep, tokens)
+
+
+def domain_gpus(hw: HardwareSpec, dep: Deployment) -> int:
+    """GPUs in one scale-up domain: the deployment's override, else the hardware's
+    scale_up_gpus (72 on GB200 NVL72), else its gpus_per_node, else 8 (an HGX board)."""
+    return dep.gpus_per_node or hw.scale_up_gpus or hw.gpus_per_node or DEFAULT_DOMAIN_GPUS
+
+
 def link_for(hw: HardwareSpec, dep: Deployment) -> LinkSpec:
-    link = hw.inter_node_link if dep.inter_node else hw.intra_node_link
-    if link is None:
-        where = "inter-node" if dep.inter_node else "intra-node"
-        raise PerfModelError(f"{hw.id} has no {where} link in hardware_db: "
+    """The slowest link the tensor-parallel group's collectives cross (checks both exist)."""
+    if hw.intra_node_link is None:
+        raise PerfModelError(f"{hw.id} has no intra-node link in hardware_db: "
                              "cannot model multi-GPU communication")
-    return link
+    g = domain_gpus(hw, dep)
+    if dep.tp * dep.dp > g or dep.ep > g:
+        return _inter_link(hw, g, f"tp={dep.tp} x dp={dep.dp} (ep={dep.ep})")
+    return hw.intra_node_link
+
+
+def _inter_link(hw: HardwareSpec, g: int, what: str) -> LinkSpec:
+    if hw.inter_node_link is None:
+        raise PerfModelError(f"{what} spans more than one scale-up domain of {g} GPUs, but "
+                             f"{hw.id} has no inter-node link in hardware_db")
+    return hw.inter_node_link
 
 
 def allreduce_s(nbytes, p: int, link: LinkSpec, eff: Efficiency):
@@ -78,7 +143,7 @@ def allreduce_s(nbytes, p: int, link: LinkSpec, eff: Efficiency):
     schedules take 2 hops, which the 2 x H200 measurement fits: calibrate/NCCL_NOTES.md)."""
     if p <= 1:
         return 0.0 * nbytes
-    bw = link.bandwidth_bytes_per_s * eff.link
+    bw = link.bandwidth_bytes_per_s * eff.link_fraction
     return 2 * (p - 1) / p * nbytes / bw + allreduce_hops(p) * link.latency_s
 
 
@@ -87,37 +152,104 @@ def allreduce_hops(p: int) -> int:
     return 2 * math.ceil(math.log2(p)) if p > 1 else 0
 
 
-def alltoall_s(nbytes, p: int, link: LinkSpec, eff: Efficiency):
-    """All-to-all where each GPU holds nbytes and keeps 1/p of them."""
+def hierarchical_hops(p: int, g: int) -> tuple[int, int]:
+    """(intra-domain, inter-domain) latency steps of an all-reduce over p GPUs in domains of
+    g: reduce-scatter and all-gather inside each domain (ceil(log2 g) each), an all-reduce
+    across the p/g domains (2*ceil(log2(p/g))). p <= g is a flat all-reduce."""
+    if p <= g:
+        return allreduce_hops(p), 0
+    return allreduce_hops(g), allreduce_hops(math.ceil(p / g))
+
+
+def group_allreduce_s(nbytes, p: int, hw: HardwareSpec, dep: Deployment, eff: Efficiency):
+    """All-reduce over p GPUs as NCCL runs it across scale-up domains of g GPUs: hierarchical
+    (NCCL's CollNet/NVLS-tree and the 2D algorithm of Jia et al. 2018): intra-domain
+    reduce-scatter, inter-domain all-reduce of each GPU's 1/g shard, intra-domain all-gather:
+        2(g-1)/g * B / bw_intra + 2(n-1)/n * (B/g) / bw_inter + hops (hierarchical_hops),
+    n = p/g domains. Within one domain: the flat all-reduce (allreduce_s)."""
+    g = domain_gpus(hw, dep)
+    intra = hw.intra_node_link
+    if p <= g:
+        return allreduce_s(nbytes, p, intra, eff)
+    inter = _inter_link(hw, g, f"an all-reduce over {p} GPUs")
+    n = math.ceil(p / g)
+    intra_hops, inter_hops = hierarchical_hops(p, g)
+    return (2 * (g - 1) / g * nbytes / (intra.bandwidth_bytes_per_s * eff.link_fraction)
+            + 2 * (n - 1) / n * nbytes / g / (inter.bandwidth_bytes_per_s * eff.link_fraction)
+            + intra_hops * intra.latency_s + inter_hops * inter.latency_s)
+
+
+def alltoall_s(nbytes, p: int, hw: HardwareSpec, dep: Deployment, eff: Efficiency):
+    """All-to-all where each GPU holds nbytes spread evenly over p GPUs and keeps 1/p.
+
+    The p-1 peers are written concurrently (NCCL's grouped send/recv, DeepEP's kernels), so
+    the latency is A2A_LATENCY_HOPS one-hop latencies (the data, then the arrival flag), not
+    p-1 serial hops: DeepEP's README measures low-latency dispatch at 77 us for EP8 and
+    194 us for EP256 (128 tokens, H800 + CX7 RDMA): 32x the peers, 2.5x the time. Peers in
+    the GPU's scale-up domain take (g-1)/p of the bytes over NVLink, the others (p-g)/p over
+    the inter-node link at the same time; the slower of the two sets the pace."""
     if p <= 1:
         return 0.0 * nbytes
-    bw = link.bandwidth_bytes_per_s * eff.link
-    return (p - 1) / p * nbytes / bw + (p - 1) * link.latency_s
+    g = min(domain_gpus(hw, dep), p)
+    intra = hw.intra_node_link
+    t = (g - 1) / p * nbytes / (intra.bandwidth_bytes_per_s * eff.link_fraction)
+    lat = intra.latency_s
+    if p > g:
+        inter = _inter_link(hw, g, f"ep={p}")
+        t = np.maximum(t, (p - g) / p * nbytes / (inter.bandwidth_bytes_per_s * eff.link_fraction))
+        lat = max(lat, inter.latency_s)
+    return t + A2A_LATENCY_HOPS * lat
 
 
 def comm_times(m: ModelSpec, hw: HardwareSpec, eff: Efficiency, dep: Deployment, M):
-    """(name, seconds) of the collectives of one step over M = B*T token rows."""
-    if dep.tp == 1:
+    """(name, seconds) of the collectives of one step over M = B*T token rows (all dp groups).
+
+    Per layer: the attention all-reduce inside a tp group over its M/dp rows; the FFN's
+    all-reduce likewise on dense layers (and on MoE layers without EP); under EP a dispatch and
+    a combine all-to-all of each GPU's M/(tp*dp) rows x k over the ep GPUs; with DP but no EP
+    the MoE layer all-reduces all M rows over the tp x dp GPUs (gather + reduce-scatter)."""
+    if dep.tp * dep.dp == 1:
         return []
-    link = link_for(hw, dep)
+    link_for(hw, dep)
     act = np.asarray(M, dtype=float) * m.d_model * ACT_BYTES      # one B*T*D activation
-    moe_layers = m.num_moe_layers if dep.ep > 1 else 0
-    attn_ar = allreduce_s(act, dep.tp, link, eff) * m.num_layers
-    mlp_ar = allreduce_s(act, dep.tp, link, eff) * (m.num_layers - moe_layers)
+    local = act / dep.dp                                           # one dp group's rows
+    moe_layers = m.num_moe_layers if (dep.ep > 1 or dep.dp > 1) else 0
+    attn_ar = group_allreduce_s(local, dep.tp, hw, dep, eff) * m.num_layers
+    mlp_ar = group_allreduce_s(local, dep.tp, hw, dep, eff) * (m.num_layers - moe_layers)
     out = [("tp_allreduce_attention", attn_ar), ("tp_allreduce_mlp", mlp_ar)]
-    if moe_layers:
+    if moe_layers and dep.ep > 1:
         k = m.moe.experts_per_token
-        a2a = 2 * alltoall_s(act * k / dep.tp, dep.ep, link, eff) * moe_layers
+        load, _ = busiest_rank_ratios(m, dep, M)   # the busiest rank receives the most rows
+        a2a = 2 * alltoall_s(local * k / dep.tp * load, dep.ep, hw, dep, eff) * moe_layers
         out.append(("ep_alltoall", a2a))
+    elif moe_layers:
+        out.append(("dp_moe_allreduce",
+                    group_allreduce_s(act, dep.tp * dep.dp, hw, dep, eff) * moe_layers))
     return out
 
 
 def p2p_s(hw: HardwareSpec, eff: Efficiency, dep: Deployment, M, m: ModelSpec):
-    """Pipeline stage hand-offs for one step: (pp-1) sends of M*D activations."""
-    if dep.pp == 1:
-        return 0.0 * np.asarray(M, dtype=float)
-    link = hw.intra_node_link or hw.inter_node_link
-    if link is None:
-        raise PerfModelError(f"{hw.id} has no link in hardware_db: cannot model pipeline stages")
+    """Pipeline stage hand-offs for one step: pp-1 sends of M*D activations, each over the
+    link between the two stages: NVLink while both lie in one scale-up domain, the inter-node
+    link where a stage boundary is also a domain boundary (domain // tp stages per domain)."""
     nbytes = np.asarray(M, dtype=float) * m.d_model * ACT_BYTES
-    return (dep.pp - 1) * (nbytes / (link.bandwidth_bytes_per_s * eff.link) + link.latency_s)
+    if dep.pp == 1:
+        return 0.0 * nbytes
+    intra, inter = pipeline_handoffs(hw, dep)
+    out = 0.0 * nbytes
+    for n, link in ((intra, hw.intra_node_link), (inter, hw.inter_node_link)):
+        if n:
+            if link is None:
+                raise PerfModelError(f"pp={dep.pp} with tp={dep.tp} needs a "
+                                     f"{'inter' if link is hw.inter_node_link else 'intra'}-node "
+                                     f"link, which {hw.id} lacks in hardware_db")
+            out = out + n * (nbytes / (link.bandwidth_bytes_per_s * eff.link_fraction) + link.latency_s)
+    return out
+
+
+def pipeline_handoffs(hw: HardwareSpec, dep: Deployment) -> tuple[int, int]:
+    """(intra-domain, inter-domain) stage hand-offs: stages fill domains in order,
+    domain // tp stages each (one stage per domain when tp fills it)."""
+    per_domain = max(1, domain_gpus(hw, dep) // (dep.tp * dep.dp))
+    inter = (dep.pp - 1) // per_domain
+    return dep.pp - 1 - inter, inter

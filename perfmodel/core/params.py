@@ -33,18 +33,20 @@ class Matrix:
 
 def attention_matrices(m: ModelSpec) -> list[Matrix]:
     """q, k, v, o (or MLA's low-rank projections) for all L layers."""
-    L, D, N, K, H = m.num_layers, m.d_model, m.num_heads, m.num_kv_heads, m.head_dim
+    mats = linear_attention_matrices(m) + indexer_matrices(m)
+    L = m.num_layers - m.num_linear_attention_layers          # softmax-attention layers
+    D, N, K, H = m.d_model, m.num_heads, m.num_kv_heads, m.head_dim
+    gate = 2 if m.attention_output_gate else 1   # q and, with an output gate, its gate
     if m.mla is None:
-        mats = [Matrix("q_proj", "attention", D, N * H, L),
+        return mats + [
+                Matrix("q_proj", "attention", D, gate * N * H, L),
                 Matrix("k_proj", "attention", D, K * H, L),
                 Matrix("v_proj", "attention", D, K * H, L),
-                Matrix("o_proj", "attention", N * H, D, L)]
-        if m.qkv_bias:  # biases as a 1 x (N+2K)H "matrix"
-            mats.append(Matrix("qkv_bias", "attention", 1, (N + 2 * K) * H, L))
-        return mats
+                Matrix("o_proj", "attention", N * H, D, L)] + (
+                # biases as a 1 x (N+2K)H "matrix"
+                [Matrix("qkv_bias", "attention", 1, (N + 2 * K) * H, L)] if m.qkv_bias else [])
     a = m.mla
     qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-    mats = []
     if a.q_lora_rank:
         mats += [Matrix("q_a_proj", "attention", D, a.q_lora_rank, L),
                  Matrix("q_b_proj", "attention", a.q_lora_rank, N * qk, L),
@@ -56,6 +58,34 @@ def attention_matrices(m: ModelSpec) -> list[Matrix]:
              Matrix("kv_b_proj", "attention", a.kv_lora_rank, N * (a.qk_nope_head_dim + a.v_head_dim), L),
              Matrix("o_proj", "attention", N * a.v_head_dim, m.d_model, L)]
     return mats
+
+
+def linear_attention_matrices(m: ModelSpec) -> list[Matrix]:
+    """Gated DeltaNet layers (HF Qwen3NextGatedDeltaNet): in_proj_qkvz D -> 2*Hk*dk + 2*Hv*dv
+    (q, k, v and the output gate z), in_proj_ba D -> 2*Hv (beta and decay), out_proj
+    Hv*dv -> D; the depthwise conv (conv_dim x kernel) and per-head A/dt are counted as norms."""
+    la = m.linear_attention
+    if la is None:
+        return []
+    n, D = la.num_layers, m.d_model
+    key_dim, value_dim = la.num_key_heads * la.key_head_dim, la.num_value_heads * la.value_head_dim
+    conv_dim = 2 * key_dim + value_dim
+    return [Matrix("linear_in_proj", "attention", D, 2 * key_dim + 2 * value_dim + 2 * la.num_value_heads, n),
+            Matrix("linear_out_proj", "attention", value_dim, D, n),
+            Matrix("linear_conv", "norm", 1, conv_dim * la.conv_kernel + 2 * la.num_value_heads, n)]
+
+
+def indexer_matrices(m: ModelSpec) -> list[Matrix]:
+    """DSA indexer per layer (DeepSeek-V3.2 Indexer): wq_b q_lora_rank -> heads*dim, wk D -> dim,
+    weights_proj D -> heads (the per-head score weights)."""
+    sa = m.sparse_attention
+    if sa is None:
+        return []
+    L, D = m.num_layers, m.d_model
+    q_in = m.mla.q_lora_rank if m.mla is not None and m.mla.q_lora_rank else D
+    return [Matrix("indexer_wq", "attention", q_in, sa.index_n_heads * sa.index_head_dim, L),
+            Matrix("indexer_wk", "attention", D, sa.index_head_dim, L),
+            Matrix("indexer_weights", "attention", D, sa.index_n_heads, L)]
 
 
 def ffn_matrices(m: ModelSpec) -> list[Matrix]:

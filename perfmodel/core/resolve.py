@@ -20,12 +20,17 @@ from perfmodel.core.specs import Deployment, HardwareSpec, ModelSpec, Precision
 
 def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "bf16",
             kv: str | None = None, activations: str | None = None, engine: str = "vllm",
-            tp: int = 1, pp: int = 1, ep: int = 1, attention: str | None = None,
+            tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1, attention: str | None = None,
             profile: str | Path | Profile | None = None,
             hardware_dir: str | None = None) -> tuple[Scenario, list[str], list[str]]:
     """Ids -> a Scenario, with the warnings and the defaults that were filled in."""
     m = model if isinstance(model, ModelSpec) else load_model(model)
     hw = gpu if isinstance(gpu, HardwareSpec) else load_gpu(gpu, hardware_dir)
+    picked = []
+    if weights == "checkpoint":   # the published checkpoint's formats (its quantization_config)
+        weights = m.checkpoint_weights or "bf16"
+        picked.append(f"weights {weights}: the checkpoint's formats"
+                      + ("" if m.checkpoint_weights else " (unquantized: none recorded)"))
     try:
         prec = Precision.of(weights, kv, activations)
     except ValueError as exc:
@@ -35,7 +40,7 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
         raise PerfModelError(f"unknown attention kernel {attention!r}; use naive, flash or paged")
     prof = load_profile(profile) if isinstance(profile, (str, Path)) else profile
     warnings: list[str] = []
-    assumptions: list[str] = []
+    assumptions: list[str] = picked
     if kv is None:
         assumptions.append("KV cache in bf16 (no --kv given)")
     if activations is None:
@@ -56,7 +61,7 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
                 warnings.append(f"profile's link latency was fitted on {prof.gpu}, not {hw.id}: "
                                 "hardware_db latency used")
     try:
-        dep = Deployment(tp=tp, pp=pp, ep=ep)
+        dep = Deployment(tp=tp, pp=pp, ep=ep, dp=dp)
     except ValidationError as exc:
         raise PerfModelError(f"deployment {pydantic_message(exc)}") from None
     validate_deployment(m, dep)

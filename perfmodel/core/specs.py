@@ -1,6 +1,6 @@
 """Typed, frozen inputs of the model: what is run (ModelSpec), on what (HardwareSpec),
 in which number formats (Precision), by which software (EngineProfile, Efficiency),
-how it is spread (Deployment) and for which traffic (Workload).
+how it is spread (Deployment). The traffic is part of the one Query (core/query.py).
 
 All quantities are in base units (bytes, seconds, FLOP/s, bytes/s). See DESIGN.md.
 """
@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+from perfmodel.core.gguf import GGUF_BITS_PER_WEIGHT, GGUF_FLOAT_TYPES
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"]
 """Compute dtypes a chip may have a dense peak for."""
@@ -53,6 +55,10 @@ class NumberFormat(Spec):
     def label(self) -> str:
         if self.group_size and self.name in ("int4",):
             return f"{self.name}-g{self.group_size}"
+        if self.group_size and self.name == "fp8":
+            return f"fp8-b{round(self.group_size ** 0.5)}"
+        if self.bits != _BITS[self.name]:   # a GGUF type: its average bits per weight
+            return f"{self.name}@{self.bits:g}bpw"
         return self.name
 
 
@@ -62,17 +68,40 @@ _BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "fp
 _DEFAULT_GROUP = {"int4": (128, 20.0), "fp4": (32, 8.0)}
 
 
+def parse_gguf(text: str) -> NumberFormat | None:
+    """A GGUF type name ('q4_k_m', 'Q8_0', 'f16') as a NumberFormat carrying its real bits per
+    weight (scales included, so no separate group scale), or None if it is not one. Below 6
+    bits the family is int4, else int8 (weight-only: matmuls run in 16 bits)."""
+    s = str(text).strip().lower().replace("-", "_")
+    if s in GGUF_FLOAT_TYPES:
+        return parse_format(GGUF_FLOAT_TYPES[s])
+    bpw = GGUF_BITS_PER_WEIGHT.get(s)
+    if bpw is None:
+        return None
+    return NumberFormat(name="int4" if bpw < 6.0 else "int8", bits=bpw)
+
+
 def parse_format(text: str) -> NumberFormat:
-    """Parse 'bf16', 'fp8', 'int4', 'int4-g64', 'fp4-g16' into a NumberFormat.
+    """Parse 'bf16', 'fp8', 'int4', 'int4-g64', 'fp4-g16' or a GGUF type ('q4_k_m', 'q8_0',
+    'f16') into a NumberFormat.
 
     Raises ValueError with the accepted names on anything else.
     """
     s = str(text).strip().lower()
+    block = re.fullmatch(r"fp8-b(\d+)", s)
+    if block and int(block.group(1)) > 0:
+        # DeepSeek-V3-style block scaling: one fp32 scale per b x b weight block
+        # (config.json quantization_config.weight_block_size [128, 128])
+        return NumberFormat(name="fp8", bits=8, group_size=int(block.group(1)) ** 2, scale_bits=32.0)
+    gguf = parse_gguf(s) if s not in PRECISION_NAMES else None
+    if gguf is not None:
+        return gguf
     m = re.fullmatch(r"(fp32|bf16|fp16|fp8|int8|int4|fp4)(?:-g(\d+))?", s)
     if not m:
         raise ValueError(
             f"unknown precision {text!r}; use one of {', '.join(PRECISION_NAMES)} "
-            "(int4/fp4 take an optional group size, e.g. int4-g128)")
+            "(int4/fp4 take an optional group size, e.g. int4-g128) or a GGUF type "
+            "(f16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, ...)")
     name, group = m.group(1), m.group(2)
     if group is not None and name not in ("int4", "fp4", "int8"):
         raise ValueError(f"precision {text!r}: a group size applies only to int4, int8 or fp4")
@@ -87,27 +116,95 @@ def parse_format(text: str) -> NumberFormat:
                         scale_bits=scale_bits)
 
 
-class Precision(Spec):
-    """Number formats of weights, activations (matmul inputs) and the KV cache."""
+WeightModule = Literal["attention", "mlp", "experts", "embedding"]
+WEIGHT_MODULES: tuple[str, ...] = ("attention", "mlp", "experts", "embedding")
+# weight groups of core/params.py -> the module whose format they take
+_GROUP_MODULE = {"attention": "attention", "mlp": "mlp", "shared_experts": "mlp",
+                 "experts": "experts", "embedding": "embedding", "lm_head": "embedding"}
 
-    weights: NumberFormat = Field(description="Weight storage format.")
+
+def _default_activations(w: NumberFormat) -> str:
+    """W8A8 for fp8 weights, W4A4 for fp4, 16-bit activations otherwise (weight-only)."""
+    return {"fp8": "fp8", "fp4": "fp4", "fp32": "fp32", "fp16": "fp16"}.get(w.name, "bf16")
+
+
+def parse_weights(text: str) -> tuple[str | None, dict[str, str]]:
+    """'fp8' -> ('fp8', {}); 'bf16,experts=fp4' or 'attention=bf16+experts=fp4' ->
+    (default or None, {module: format}). Modules: attention, mlp (dense MLP and shared
+    experts), experts (routed), embedding (embedding and lm_head). ValueError otherwise."""
+    if "=" not in str(text):
+        return str(text), {}          # one format for every module (parse_format checks it)
+    default, modules = None, {}
+    for part in re.split(r"[,+]", str(text)):
+        part = part.strip()
+        if "=" not in part:
+            if default is not None or not part:
+                raise ValueError(f"weight precision {text!r}: give one default format and module=format "
+                                 f"pairs for {', '.join(WEIGHT_MODULES)}")
+            default = part
+            continue
+        key, fmt = (x.strip().lower() for x in part.split("=", 1))
+        if key not in WEIGHT_MODULES:
+            raise ValueError(f"weight precision {text!r}: unknown module {key!r}; use one of "
+                             f"{', '.join(WEIGHT_MODULES)}")
+        if key in modules:
+            raise ValueError(f"weight precision {text!r}: module {key!r} given twice")
+        modules[key] = fmt
+    return default, modules
+
+
+class ModuleFormat(Spec):
+    """One module's weight format and the matmul-input format its kernels run with."""
+
+    module: WeightModule = Field(description="attention, mlp, experts or embedding.")
+    weights: NumberFormat = Field(description="Weight storage format of this module.")
+    activations: NumberFormat = Field(description="Matmul-input format of this module's kernels.")
+
+
+class Precision(Spec):
+    """Number formats of weights, activations (matmul inputs) and the KV cache; modules may
+    override the weight format (gpt-oss: MXFP4 experts, bf16 attention)."""
+
+    weights: NumberFormat = Field(description="Weight storage format (every module not overridden).")
     activations: NumberFormat = Field(description="Activation / matmul-input format.")
     kv: NumberFormat = Field(description="KV-cache storage format.")
+    modules: tuple[ModuleFormat, ...] = Field(
+        default=(), description="Per-module weight formats overriding `weights`.")
 
     @classmethod
     def of(cls, weights: str = "bf16", kv: str | None = None,
            activations: str | None = None) -> "Precision":
         """Build from names. Defaults: KV in bf16; activations fp8 for fp8 weights (W8A8),
-        fp4 for fp4 weights, otherwise bf16 (weight-only quantization)."""
-        w = parse_format(weights)
-        if activations is None:
-            activations = {"fp8": "fp8", "fp4": "fp4", "fp32": "fp32", "fp16": "fp16"}.get(w.name, "bf16")
-        return cls(weights=w, activations=parse_format(activations),
-                   kv=parse_format(kv if kv is not None else "bf16"))
+        fp4 for fp4 weights, otherwise bf16 (weight-only quantization). `weights` may name
+        modules (parse_weights); an overridden module runs with the given activations when
+        they are at least as wide as its weights, else with its weights' default."""
+        default, modules = parse_weights(weights)
+        w = parse_format(default or "bf16")
+        act = parse_format(activations if activations is not None else _default_activations(w))
+        mods = []
+        for name, text in modules.items():
+            mw = parse_format(text)
+            ma = act if activations is not None and act.bits >= mw.bits else \
+                parse_format(_default_activations(mw))
+            mods.append(ModuleFormat(module=name, weights=mw, activations=ma))
+        return cls(weights=w, activations=act, kv=parse_format(kv if kv is not None else "bf16"),
+                   modules=tuple(mods))
+
+    def module(self, name: str) -> ModuleFormat | None:
+        """The override of one module, if any."""
+        return next((x for x in self.modules if x.module == name), None)
+
+    def for_group(self, group: str) -> "Precision":
+        """The precision one weight group's kernels run in (core/params.py groups)."""
+        mod = self.module(_GROUP_MODULE.get(group, ""))
+        if mod is None:
+            return self if not self.modules else self.model_copy(update={"modules": ()})
+        return Precision(weights=mod.weights, activations=mod.activations, kv=self.kv)
 
     @property
     def label(self) -> str:
-        return f"W:{self.weights.label} A:{self.activations.label} KV:{self.kv.label}"
+        mods = "".join(f",{x.module}={x.weights.label}" for x in self.modules)
+        return f"W:{self.weights.label}{mods} A:{self.activations.label} KV:{self.kv.label}"
 
 
 # --------------------------------------------------------------------------- model
@@ -143,6 +240,30 @@ class MLASpec(Spec):
     v_head_dim: int = Field(gt=0, description="Per-head value dim.")
 
 
+class LinearAttentionSpec(Spec):
+    """Linear-attention layers with a constant-size recurrent state instead of a KV cache
+    (Gated DeltaNet: Qwen3-Next, Qwen3.5; Yang et al. 2024, arXiv:2412.06464). HF config keys
+    linear_num_key_heads, linear_num_value_heads, linear_key_head_dim, linear_value_head_dim,
+    linear_conv_kernel_dim; the other layers are full attention."""
+
+    num_layers: int = Field(gt=0, description="How many layers are linear attention.")
+    num_key_heads: int = Field(gt=0, description="Query/key heads of the linear layers.")
+    num_value_heads: int = Field(gt=0, description="Value heads; each keeps a key_dim x value_dim state.")
+    key_head_dim: int = Field(gt=0, description="Per-head query/key dim.")
+    value_head_dim: int = Field(gt=0, description="Per-head value dim.")
+    conv_kernel: int = Field(default=4, gt=0, description="Causal depthwise conv width on q/k/v.")
+
+
+class SparseAttentionSpec(Spec):
+    """Top-k token selection by a lightweight indexer (DeepSeek Sparse Attention, DeepSeek-V3.2
+    tech report; GLM-5): every query attends to at most index_topk cached tokens, while the
+    indexer scores all of them with index_n_heads small heads and caches one index key per token."""
+
+    index_topk: int = Field(gt=0, description="Tokens each query attends to (at most).")
+    index_n_heads: int = Field(gt=0, description="Indexer heads.")
+    index_head_dim: int = Field(gt=0, description="Indexer head dim (one cached key per token per layer).")
+
+
 class ModelSpec(Spec):
     """A decoder-only transformer's architecture (Hugging Face config values)."""
 
@@ -165,6 +286,16 @@ class ModelSpec(Spec):
     sliding_window_layers: int = Field(default=0, ge=0, description="How many layers use the window.")
     moe: MoESpec | None = Field(default=None, description="MoE FFN, if any.")
     mla: MLASpec | None = Field(default=None, description="Latent attention, if any.")
+    checkpoint_weights: str | None = Field(
+        default=None, description="Weight formats of the published checkpoint in --weights "
+        "syntax (e.g. 'bf16,experts=fp4' for gpt-oss), from its quantization_config.")
+    attention_output_gate: bool = Field(
+        default=False, description="q_proj also emits a sigmoid gate on the attention output "
+        "(Qwen3-Next/Qwen3.5 attn_output_gate): N*H more outputs.")
+    linear_attention: LinearAttentionSpec | None = Field(
+        default=None, description="Linear-attention (recurrent-state) layers, if any.")
+    sparse_attention: SparseAttentionSpec | None = Field(
+        default=None, description="Indexer-selected top-k attention (DSA), if any.")
     published_params: float | None = Field(default=None, gt=0, description="Published total parameters.")
     published_active_params: float | None = Field(
         default=None, gt=0, description="Published active parameters per token (MoE).")
@@ -182,7 +313,21 @@ class ModelSpec(Spec):
             raise ValueError("sliding_window_layers > 0 needs sliding_window")
         if self.moe and self.moe.num_dense_layers > self.num_layers:
             raise ValueError("moe.num_dense_layers exceeds num_layers")
+        if self.checkpoint_weights is not None:
+            Precision.of(self.checkpoint_weights)   # ValueError names what is wrong
+        if self.num_full_attention_layers < 0:
+            raise ValueError(f"linear_attention.num_layers + sliding_window_layers exceed "
+                             f"num_layers={self.num_layers}")
         return self
+
+    @property
+    def num_linear_attention_layers(self) -> int:
+        return 0 if self.linear_attention is None else self.linear_attention.num_layers
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        """Layers with a KV cache of every token (not windowed, not linear)."""
+        return self.num_layers - self.sliding_window_layers - self.num_linear_attention_layers
 
     @property
     def attention_kind(self) -> Literal["mha", "gqa", "mqa", "mla"]:
@@ -289,6 +434,10 @@ class SchedulerSpec(Spec):
     prefill_first: bool = Field(
         default=False, description="Waiting prompts are prefilled before the running decodes "
         "step again (SGLang); False: decodes first, prompts fill the rest of the budget (vLLM).")
+    kv_reserve_output: bool = Field(
+        default=False, description="A request is admitted only if the KV blocks of its whole "
+        "prompt + output fit (TensorRT-LLM GUARANTEED_NO_EVICT); False: blocks on demand, "
+        "preempting when they run out (vLLM, SGLang).")
     seqs_divided_by_pp: bool = Field(
         default=False, description="max_num_seqs is shared by the pipeline stages (trtllm-bench).")
     small_gpu_bytes: float | None = Field(
@@ -332,12 +481,21 @@ class EngineProfile(Spec):
         default="total", description="kv_memory_fraction applies to all device memory (vLLM, "
         "SGLang) or to what is free after weights and activations (TensorRT-LLM).")
     kv_block_tokens: int = Field(ge=1, description="KV page size in tokens (1: contiguous per token).")
-    kv_prealloc: Literal["none", "max_context", "request"] = Field(
-        default="request", description="Contiguous engines reserve KV for the whole sequence.")
+    kv_prealloc: Literal["none", "max_context", "request", "pool"] = Field(
+        default="request", description="What KV memory a sequence holds: 'request' its own "
+        "context; 'max_context' a static cache of kv_prealloc_tokens per sequence whatever the "
+        "request; 'pool' one pool of kv_prealloc_tokens split among the running sequences "
+        "(llama.cpp n_ctx over its slots). See memory.held_context.")
+    kv_prealloc_tokens: int | None = Field(
+        default=None, ge=1, description="Tokens reserved by 'max_context' (per sequence) or "
+        "'pool' (in all), capped at the model's max context; None: the model's max context.")
     quant_kernel_efficiency: float = Field(
         gt=0, le=1, description="Bandwidth efficiency of low-bit weight kernels relative to 16-bit.")
     dequant_flops_per_weight: float = Field(
         ge=0, description="Extra FLOPs per weight element per token row for weight-only dequant.")
+    dequant_overlap: bool = Field(
+        default=True, description="Low-bit weights are dequantized inside the matmul, overlapped "
+        "with it (Marlin/Machete-class kernels); False: dequantized first, multiplied after.")
     fused_elementwise: bool = Field(description="Norm/rotary/activation fused into neighbours.")
     elementwise_traffic: float | None = Field(
         default=None, gt=0,
@@ -345,22 +503,57 @@ class EngineProfile(Spec):
                     "and one write per tensor (fp32 upcasts and unfused chains move more); "
                     "None: 0.5 if fused_elementwise else 1. Set by calibration.")
     supports_fp8: bool = Field(default=True, description="Engine has fp8 kernels.")
+    speculative_impl: Literal["research", "serving"] = Field(
+        default="serving", description="How speculative decoding runs on it: 'research' (the "
+        "methods' reference code on Hugging Face models: default trees, tree construction, "
+        "posterior evaluation and KV compaction as Python ops every step) or 'serving' "
+        "(vLLM/SGLang/TRT-LLM: chains, fused sampling kernels). analysis/drafts.py.")
+    moe_comm_overlap: float = Field(
+        default=0.0, ge=0, le=1, description="Share of the EP dispatch/combine all-to-all hidden "
+        "behind the expert GEMMs by running two micro-batches in turn (SGLang "
+        "--enable-two-batch-overlap with DeepEP; LMSYS blog 'Deploying DeepSeek with PD "
+        "disaggregation and large-scale EP', 2025). 0 in the presets: it is opt-in.")
     scheduler: SchedulerSpec = Field(
         default_factory=SchedulerSpec, description="Request scheduler limits and policy.")
     source: str = Field(default="", description="Where the parameters come from.")
 
 
+_OLD_EFFICIENCY_NAMES = {"mem_bw": "mem_bw_fraction", "link": "link_fraction"}
+
+
 class Efficiency(Spec):
     """Achievable fractions of the datasheet, per vendor/memory type or calibrated."""
 
-    mem_bw: float = Field(gt=0, le=1, description="Achieved / peak memory bandwidth for streaming reads.")
+    mem_bw_fraction: float = Field(
+        gt=0, le=1, validation_alias=AliasChoices("mem_bw_fraction", "mem_bw"),
+        description="Achieved / peak memory bandwidth for streaming reads (YAML key mem_bw "
+                    "accepted for one release).")
     gemm_max: float = Field(gt=0, le=1, description="GEMM efficiency at large M (fraction of peak).")
     gemm_half_m: float = Field(gt=0, description="Token rows M at which GEMM efficiency is half of gemm_max.")
     attn_compute: float = Field(gt=0, le=1, description="Attention-kernel compute efficiency (flash/paged).")
     attn_mem: float = Field(gt=0, le=1, description="Decode attention KV-read efficiency vs mem_bw.")
     kernel_s: float = Field(ge=0, description="GPU-side fixed time per kernel (launch latency, tail).")
-    link: float = Field(gt=0, le=1, description="Achieved / peak link bandwidth for collectives.")
+    link_fraction: float = Field(
+        gt=0, le=1, validation_alias=AliasChoices("link_fraction", "link"),
+        description="Achieved / peak link bandwidth for collectives (YAML key link accepted "
+                    "for one release).")
     source: str = Field(default="", description="Defaults' sources, or the calibration record.")
+
+    def model_copy(self, *, update=None, deep: bool = False):
+        """model_copy that also takes the old names mem_bw and link (for one release)."""
+        if update:
+            update = {_OLD_EFFICIENCY_NAMES.get(k, k): v for k, v in update.items()}
+        return super().model_copy(update=update, deep=deep)
+
+    @property
+    def mem_bw(self) -> float:
+        """Old name of mem_bw_fraction (kept for one release)."""
+        return self.mem_bw_fraction
+
+    @property
+    def link(self) -> float:
+        """Old name of link_fraction (kept for one release)."""
+        return self.link_fraction
 
     def gemm(self, m: float) -> float:
         """e_gemm(M) = gemm_max * M / (M + gemm_half_m)."""
@@ -375,28 +568,15 @@ class Deployment(Spec):
 
     tp: int = Field(default=1, gt=0, description="Tensor-parallel degree.")
     pp: int = Field(default=1, gt=0, description="Pipeline-parallel degree.")
-    ep: int = Field(default=1, gt=0, description="Expert-parallel degree (within the TP group).")
-    gpus_per_node: int = Field(default=8, gt=0, description="GPUs sharing the scale-up link.")
+    ep: int = Field(default=1, gt=0, description="Expert-parallel degree, over the tp x dp GPUs "
+                    "of a stage.")
+    dp: int = Field(default=1, gt=0, description="Attention data-parallel degree (SGLang "
+                    "--enable-dp-attention, TRT-LLM attention_dp): dp groups of tp GPUs each run "
+                    "attention for 1/dp of the batch; routed experts span all tp x dp GPUs.")
+    gpus_per_node: int | None = Field(
+        default=None, gt=0, description="GPUs sharing the scale-up link (None: the hardware's "
+        "scale_up_gpus, else its gpus_per_node, else 8).")
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.pp
-
-    @property
-    def inter_node(self) -> bool:
-        return self.tp > self.gpus_per_node
-
-
-class Workload(Spec):
-    """One request shape at a batch size."""
-
-    batch: int = Field(gt=0, description="B: sequences decoded together (or concurrency).")
-    prompt_tokens: int = Field(gt=0, description="Input length in tokens.")
-    output_tokens: int = Field(gt=0, description="Generated tokens per request.")
-    context_tokens: int | None = Field(
-        default=None, ge=0, description="KV length for the reported decode step (default: prompt).")
-    new_tokens: int = Field(default=1, gt=0, description="T: tokens per sequence in a reported step.")
-
-    @property
-    def context(self) -> int:
-        return self.prompt_tokens if self.context_tokens is None else self.context_tokens
+        return self.tp * self.dp * self.pp

@@ -1,4 +1,7 @@
-"""Batching physics under load, as numpy arrays over a concurrency grid C.
+"""Batching physics under load, as numpy arrays over a concurrency grid C: the STEADY-STATE
+QUICK ESTIMATE. It assumes desynchronized requests (one prompt at a time) and is kept as a
+fast bound for wide searches (sizing's first pass, the Sweep page); a benchmark's TTFT under
+load comes from the step-level simulation in serving/simulate.py (`perfmodel serve`).
 
 Everything here is built from `predict.step` (the one op list) and `memory` (the one memory
 model); nothing re-derives a FLOP or a byte. Notation: C concurrency (sequences holding KV),
@@ -33,9 +36,14 @@ together and decoded until its longest request ends; no request joins a running 
 With the longest prompt Pm >= P and longest output Om >= O, every sequence is padded to Pm
 and held for Om steps (padding costs memory and time):
       cycle = overhead + prefill(C, Pm) + (Om-1) * decode(C, Pm + Om/2)
-      TTFT = overhead + prefill(C, Pm);  TPOT = decode(C);  rate = C / cycle
-and an arrival under load first waits for the running batch: on average half a cycle
-times the server's busy fraction (batch_wait_s is that half cycle).
+      TPOT = decode(C);  rate = C / cycle
+Closed loop (C users, each sending its next request when the last one ends), a user whose
+request ends early waits for the running batch to end before it can join the next one, so
+by Little's law (C = rate * E2E) the mean E2E is one cycle, not TTFT + (O-1)*TPOT:
+      E2E = cycle;  TTFT = E2E - (O-1) * TPOT  (closed_wait_s = the admission wait in it)
+Open loop, an arrival under load first waits for the running batch: on average half a cycle
+times the server's busy fraction (batch_wait_s is that half cycle; queueing.py adds it to
+the TTFT without the closed-loop wait).
 
 Memory: C fits while weights + KV(C, context) + activations + reserve <= the engine's share
 of device memory (memory.estimate_memory's test, paged and block-rounded), at context
@@ -48,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.core.memory import (MAX_BATCH_SEARCH, reserve_bytes, usable_bytes,
+from perfmodel.core.memory import (MAX_BATCH_SEARCH, reserve_bytes, usable_bytes, held_context,
                               activation_bytes, kv_cache_bytes, weight_bytes_by_group)
 from perfmodel.core.parallel import p2p_s
 from perfmodel.core.predict import Scenario
@@ -97,7 +105,8 @@ def used_bytes(sc: Scenario, C, context, weights: float | None = None):
     """Per-GPU memory at concurrency C (array) and context: the sum estimate_memory tests."""
     return (loaded_bytes(sc, C, context, weights)
             + kv_cache_bytes(sc.model, sc.precision, batch=np.asarray(C, dtype=float),
-                             context=context, dep=sc.dep, block_tokens=sc.engine.kv_block_tokens))
+                             context=held_context(sc.model, sc.engine, batch=C, context=context),
+                             dep=sc.dep, block_tokens=sc.engine.kv_block_tokens))
 
 
 def capacity_bytes(sc: Scenario, C=1.0, context=None, weights: float | None = None):
@@ -176,6 +185,7 @@ class Curve:
     output_tok_s_total: np.ndarray
     prefill_s: np.ndarray
     batch_wait_s: np.ndarray      # static batching: half a batch cycle (0 for continuous)
+    closed_wait_s: np.ndarray     # static batching, closed loop: wait for the running batch
     used_bytes: np.ndarray
 
 
@@ -271,8 +281,12 @@ def _assemble(sc: Scenario, C, P, O, lim: Limits, st: _Steps, Pm, Om, weights) -
     if lim.static:
         pre, dec = t[:n], t[n:]
         cycle = overhead + pre + max(Om - 1.0, 0.0) * dec
-        ttft, tpot, prefill = overhead + pre, dec, pre
-        e2e = ttft + decode_steps * dec
+        tpot, prefill = dec, pre
+        # closed loop: a user's next request waits for the running batch to end, so by
+        # Little's law (C users, C requests per cycle) the mean E2E is one cycle
+        e2e = cycle
+        held = cycle - (overhead + pre + decode_steps * dec)   # admission wait, closed loop
+        ttft = held + overhead + pre
         slot, wait = cycle, 0.5 * cycle
     else:
         k = C / max(O - 1.0, 1.0)
@@ -294,10 +308,10 @@ def _assemble(sc: Scenario, C, P, O, lim: Limits, st: _Steps, Pm, Om, weights) -
         ttft = overhead + 0.5 * tpot + prefill
         slot = prefill + decode_steps * tpot
         e2e = ttft + decode_steps * tpot
-        wait = np.zeros(n)
+        wait = held = np.zeros(n)
     rate = C / slot
     used = np.broadcast_to(used_bytes(sc, C, lim.context, weights), (n,)).copy()
     fits = (C <= lim.limit) & (used <= capacity_bytes(sc, C, lim.context, weights))
     return Curve(concurrency=C, fits=fits, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, slot_s=slot,
                  rate_rps=rate, output_tok_s_total=rate * O, prefill_s=prefill,
-                 batch_wait_s=wait, used_bytes=used)
+                 batch_wait_s=wait, closed_wait_s=held, used_bytes=used)

@@ -59,8 +59,9 @@ def open_loop(cv: Curve) -> OpenLoop | None:
     def col(a):
         return np.concatenate([[a[first]], a[fit]])
 
-    xp = (rate, conc, col(cv.ttft_s), col(cv.batch_wait_s), col(cv.tpot_s), col(cv.e2e_s),
-          col(cv.used_bytes))
+    held = cv.closed_wait_s        # the closed-loop wait is replaced by the open-loop one
+    xp = (rate, conc, col(cv.ttft_s - held), col(cv.batch_wait_s), col(cv.tpot_s),
+          col(cv.e2e_s - held), col(cv.used_bytes))
     peak = float(rate[-1])
     lam = peak * np.arange(1, DENSE_RATES + 1) / (DENSE_RATES + 1)
     m = at_rate_table(xp, peak, lam)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from perfmodel.core.catalog import list_models
 from perfmodel.core.engines import ENGINES
+from perfmodel.core.query import field_help
 from perfmodel.core.errors import PerfModelError, pydantic_message
 from perfmodel.core.hardware import list_gpus
 from perfmodel.webapp import state
@@ -157,28 +158,30 @@ def _scenario_widgets(sb) -> None:
     ss = st.session_state
     sb.subheader("Model and hardware")
     sb.selectbox("Model", _options(model_ids(), "model", ss["w_model"]), key="w_model",
-                 format_func=state.label, help="Catalog architecture, or an uploaded config.json.")
+                 format_func=state.label, help=field_help("model") + " Or an uploaded config.json.")
     sb.selectbox("GPU", _options(gpu_ids(), "gpu", ss["w_gpu"]), key="w_gpu",
-                 format_func=state.label, help="Accelerator datasheet (hardware_db/), or an uploaded YAML.")
+                 format_func=state.label, help=field_help("gpu") + " Or an uploaded YAML.")
     c1, c2, c3 = sb.columns(3)
-    c1.number_input("TP", 1, state.MAX_GPUS, step=1, key="w_tp", help="Tensor-parallel degree (GPUs per replica's layer).")
-    c2.number_input("PP", 1, state.MAX_GPUS, step=1, key="w_pp", help="Pipeline-parallel degree (stages).")
-    c3.number_input("EP", 1, state.MAX_GPUS, step=1, key="w_ep", help="Expert-parallel degree (MoE, within the TP group).")
+    c1.number_input("TP", 1, state.MAX_GPUS, step=1, key="w_tp", help=field_help("tp"))
+    c2.number_input("PP", 1, state.MAX_GPUS, step=1, key="w_pp", help=field_help("pp"))
+    c3.number_input("EP", 1, state.MAX_GPUS, step=1, key="w_ep", help=field_help("ep"))
     sb.caption(f"GPUs per replica: {int(ss['w_tp']) * int(ss['w_pp'])} (TP x PP)")
     sb.subheader("Precision and engine")
     sb.selectbox("Weights", _options(WEIGHT_CHOICES, "", ss["w_weights"]), key="w_weights",
-                 help="Weight storage format (int4 uses group-128 scales unless -gN is given).")
+                 help=field_help("weights") + " int4 uses group-128 scales unless -gN is given.")
     sb.selectbox("Activations", _options(ACT_CHOICES, "", ss["w_activations"]), key="w_activations",
-                 help="Matmul input format; auto: fp8 for fp8 weights (W8A8), else 16-bit (weight-only).")
-    sb.selectbox("KV cache", _options(KV_CHOICES, "", ss["w_kv"]), key="w_kv", help="KV-cache storage format.")
+                 help=field_help("activations") + " auto: fp8 for fp8 weights (W8A8), else 16-bit.")
+    sb.selectbox("KV cache", _options(KV_CHOICES, "", ss["w_kv"]), key="w_kv", help=field_help("kv"))
     sb.selectbox("Engine", _options(list(ENGINES), "", ss["w_engine"]), key="w_engine",
-                 help="Engine preset (kernels, launch and CPU overheads, attention kernel, batching).")
+                 help=field_help("engine") + " Kernels, launch and CPU overheads, attention kernel, batching.")
     sb.subheader("Workload")
     sb.number_input("Batch (sequences)", 1, state.MAX_BATCH, step=1, key="w_batch",
-                    help="Sequences decoded together (or concurrent requests).")
+                    help=field_help("batch"))
     c1, c2 = sb.columns(2)
-    c1.number_input("Prompt (tokens)", 1, state.MAX_TOKENS, step=128, key="w_prompt")
-    c2.number_input("Output (tokens)", 1, state.MAX_TOKENS, step=32, key="w_output")
+    c1.number_input("Prompt (tokens)", 1, state.MAX_TOKENS, step=128, key="w_prompt",
+                    help=field_help("prompt_tokens"))
+    c2.number_input("Output (tokens)", 1, state.MAX_TOKENS, step=32, key="w_output",
+                    help=field_help("output_tokens"))
     profiles = [""] + state.list_profiles()
     sb.selectbox("Calibration profile", _options(profiles, "profile", ss["w_profile"]), key="w_profile",
                  format_func=lambda r: "none (datasheet defaults)" if not r else state.label(r),
@@ -227,17 +230,6 @@ def call(fn, *args, where=None, **kw):
         return fn(*args, **kw)
     except PerfModelError as exc:
         (where or st).error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return None
-
-
-def optional(module: str, what: str):
-    """Import a perfmodel module that may not exist yet; a short note on the page if not."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        st.info(f"Not available yet: {what} is still being built.")
         return None
 
 

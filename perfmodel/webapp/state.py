@@ -73,8 +73,8 @@ class UIScenario(BaseModel):
     spec_target: float = Field(default=2.0, gt=0.0, le=100.0, description="Speculative: target speed-up.")
     sweep_over: Literal["batch", "concurrency"] = Field(default="batch", description="Sweep: x axis.")
     size_rate: float = Field(default=10.0, ge=0.0, le=1e6, description="Sizing: requests per second.")
-    size_ttft_ms: float = Field(default=1000.0, gt=0.0, le=1e7, description="Sizing: TTFT target.")
-    size_tpot_ms: float = Field(default=50.0, gt=0.0, le=1e6, description="Sizing: TPOT target.")
+    size_ttft_slo_s: float = Field(default=1.0, gt=0.0, le=1e4, description="Sizing: TTFT target (s).")
+    size_tpot_slo_s: float = Field(default=0.05, gt=0.0, le=1e3, description="Sizing: TPOT target (s).")
     size_gpus: tuple[str, ...] = Field(default=(), max_length=200, description="Sizing: GPUs (empty: all).")
     size_precisions: tuple[str, ...] = Field(default=("bf16", "fp8", "int4"), max_length=20,
                                              description="Sizing: weight[/KV] precisions.")
@@ -95,6 +95,17 @@ class UIScenario(BaseModel):
     calib_raw: str = Field(default="", pattern=_ID,
                            description="Calibration: a calibrate/data raw name or an upload ref.")
     calib_gpu: str = Field(default="", pattern=_ID, description="Calibration: card id ('' = from the raw).")
+    serve_levels: str = Field(default="1,4,16,64", pattern=_ID,
+                              description="Serving run: concurrency levels.")
+    serve_requests: int = Field(default=0, ge=0, le=100_000,
+                                description="Serving run: requests per level (0: the simulator's "
+                                            "default per concurrency).")
+    serve_range_ratio: float = Field(default=1.0, gt=0.0, le=1.0,
+                                     description="Serving run: lengths uniform in [ratio x, x].")
+    serve_prefix_hit: float = Field(default=0.0, ge=0.0, lt=1.0,
+                                    description="Serving run: share of prompt tokens cached.")
+    serve_level: int = Field(default=0, ge=0, le=MAX_BATCH,
+                             description="Serving run: level whose timeline is shown (0: largest).")
 
     def key(self, *page_fields: str) -> str:
         """Canonical JSON of the core fields (model ... profile) plus the named page fields:
@@ -108,6 +119,19 @@ class UIScenario(BaseModel):
         return cls.model_validate_json(key)
 
 
+def levels_of(text: str) -> tuple[int, ...]:
+    """'1, 4,16' -> (1, 4, 16): sorted distinct concurrency levels, or a one-line error."""
+    try:
+        out = tuple(sorted({int(x) for x in text.replace(" ", "").split(",") if x}))
+    except ValueError:
+        raise PerfModelError(f"concurrency levels {text!r}: use integers separated by commas") from None
+    if not out:
+        raise PerfModelError("give at least one concurrency level")
+    if out[0] < 1:
+        raise PerfModelError(f"concurrency levels must be positive, got {out[0]}")
+    return out
+
+
 DEFAULT = UIScenario()
 FIELDS = tuple(UIScenario.model_fields)
 PAGE_FIELDS = FIELDS[FIELDS.index("metric") + 1:]
@@ -116,6 +140,11 @@ LIST_FIELDS = tuple(n for n, f in UIScenario.model_fields.items() if isinstance(
 
 
 # --------------------------------------------------------------------------- URL
+
+
+OLD_URL_FIELDS = {"size_ttft_ms": ("size_ttft_slo_s", 1e-3),    # milliseconds -> seconds
+                  "size_tpot_ms": ("size_tpot_slo_s", 1e-3)}
+"""URL keys renamed to the one unit (seconds); old links still load for one release."""
 
 
 def to_query(scn: UIScenario) -> dict[str, str]:
@@ -134,6 +163,13 @@ def from_query(params: Mapping[str, object]) -> tuple[UIScenario, list[str]]:
     Unknown keys are ignored (Streamlit and browsers add their own)."""
     values: dict[str, object] = {}
     notes: list[str] = []
+    params = dict(params)
+    for old, (new, scale) in OLD_URL_FIELDS.items():   # links made before the rename
+        if old in params and new not in params:
+            try:
+                params[new] = str(float(str(params.pop(old))) * scale)
+            except ValueError:
+                notes.append(f"URL parameter {old} ignored (not a number)")
     for name in FIELDS:
         if name not in params:
             continue

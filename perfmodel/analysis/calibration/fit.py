@@ -27,13 +27,13 @@ import numpy as np
 from perfmodel.analysis.calibration import micro as micro_mod
 from perfmodel.analysis.calibration import points as pts
 from perfmodel.analysis.calibration import solve
-from perfmodel.analysis.calibration.raw import check_raw, hardware_for, model_from_shape
+from perfmodel.analysis.calibration.raw import check_raw, hardware_for, host_key, model_from_shape
 from perfmodel.analysis.calibration.report import FitParam, FitPoint, FitReport, summarize
 from perfmodel.core.efficiency import default_efficiency
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.ops import ops
-from perfmodel.core.profile import Profile
+from perfmodel.core.profile import HOST_FIELDS, Profile
 from perfmodel.core.roofline import FUSED_ELEMENTWISE_BYTES
 from perfmodel.core.specs import Efficiency, EngineProfile, HardwareSpec, Precision
 
@@ -44,7 +44,6 @@ EFF_FIELDS = ("mem_bw", "gemm_max", "gemm_half_m", "attn_compute", "attn_mem", "
 ENGINE_FIELDS = ("launch_s", "graph_launch_s", "cpu_overhead_per_step_s", "per_request_overhead_s",
                  "elementwise_traffic", "quant_kernel_efficiency")
 PRIOR_WIDE = {"elementwise_traffic": 2.0}   # unfused chains may move several times the op count
-GRAPHLESS_COMPILE = ("default", "max-autotune-no-cudagraphs")
 SHARED_ENGINES = ("torch-eager", "torch-graph")
 SHARED_FIELDS = ("elementwise_traffic", "quant_kernel_efficiency")
 NOT_FITTED = {
@@ -81,10 +80,12 @@ def fit_profile(raw: dict, gpu: HardwareSpec | str | None = None, *,
     params = _eff_params(default, micro, link) + eng_params
     fit_pts = [p for p in points if not p.held_out]
 
+    cache: dict = {}      # same model and card throughout: groups are memoized (points.predict)
+
     def predict_on(sel):
         def f(values: dict[str, float]) -> np.ndarray:
             eff, engines = _apply(values, default, start_eng)
-            return pts.predict(sel, model, hw, eff, engines)
+            return pts.predict(sel, model, hw, eff, engines, cache)
         return f
 
     sol = solve.fit(predict_on(fit_pts), np.array([p.measured_s for p in fit_pts]), params)
@@ -104,6 +105,8 @@ def fit_profile(raw: dict, gpu: HardwareSpec | str | None = None, *,
     prof = _profile(raw, hw, eff, engines, report)
     if base is not None and base.link_latency_s is not None:
         prof = prof.model_copy(update={"link_latency_s": base.link_latency_s})
+    if base is not None and base.hosts:   # other hosts' fits stay; this run's host is replaced
+        prof = prof.model_copy(update={"hosts": {**base.hosts, **prof.hosts}})
     return prof, report
 
 
@@ -162,8 +165,7 @@ def _engine_start(raw, model, points, micro, notes):
     """Start engines (presets + measured kernel counts + what the bench's modes imply),
     their free parameters, and the measured fields."""
     recs = raw["e2e"]["records"]
-    args = raw.get("args") if isinstance(raw.get("args"), dict) else {}
-    compile_mode = str(args.get("compile_mode") or "default")
+    graphless = pts.compile_kind(raw) == "graphless"
     start: dict[str, EngineProfile] = {}
     params: list[solve.Param] = []
     measured: dict[str, tuple[float, str]] = {}
@@ -182,10 +184,10 @@ def _engine_start(raw, model, points, micro, notes):
         else:
             notes.append(f"{eid}.kernels_per_layer kept its preset {eng.kernels_per_layer:g}: "
                          f"no kernel count for {mode} steps")
-        if mode == "compile" and compile_mode in GRAPHLESS_COMPILE:
+        if mode == "compile" and graphless:
             upd["graph_launch_s"] = 0.0
-            measured[f"{eid}.graph_launch_s"] = (0.0, f"compile mode {compile_mode!r}: no CUDA graph")
-            notes.append(f"{eid}: the bench compiled with mode={compile_mode!r} (no CUDA graphs), so "
+            measured[f"{eid}.graph_launch_s"] = (0.0, "compiled without CUDA graphs")
+            notes.append(f"{eid}: the bench compiled the step without CUDA graphs (e2e.modes), so "
                          "its kernels are launched from the host: launch_s is fitted, graph_launch_s = 0")
         host_launched = eng.graph_launch_s == 0 or "graph_launch_s" in upd
         if mode in ("eager", "compile") and host_launched and micro.launch_s:
@@ -283,7 +285,7 @@ def _profile(raw, hw, eff, engines, report: FitReport) -> Profile:
     env = raw["env"]
     smi = env.get("nvidia_smi_after") or env.get("nvidia_smi_before")
     smi = smi if isinstance(smi, dict) else {}
-    eng_over = {}
+    eng_over, host_over = {}, {}
     for eid, eng in engines.items():
         EngineProfile(**eng.model_dump())          # validates the fitted values
         over = {}
@@ -291,8 +293,11 @@ def _profile(raw, hw, eff, engines, report: FitReport) -> Profile:
             owner, field = p.name.split(".", 1)
             if eid in owner.split("+") and _calibrated(p):
                 over[field] = getattr(eng, field)
+        on_host = {f: over.pop(f) for f in HOST_FIELDS if f in over}
         if over:
             eng_over[eid] = over
+        if on_host:
+            host_over[eid] = on_host
     micro_counts = {s: len(raw[s]["records"]) for s in ("bandwidth", "gemm", "attention", "launch")
                     if s in raw}
     meta = {
@@ -309,4 +314,7 @@ def _profile(raw, hw, eff, engines, report: FitReport) -> Profile:
     }
     if env.get("device") == "cpu":
         meta["hardware"] = hw.model_dump(mode="json", exclude_none=True)
-    return Profile(gpu=hw.id, efficiency=Efficiency(**eff.model_dump()), engines=eng_over, meta=meta)
+    host = host_key(env)
+    meta["host"] = {"key": host, "cpu": env.get("cpu"), "cpu_count": env.get("cpu_count")}
+    return Profile(gpu=hw.id, efficiency=Efficiency(**eff.model_dump()), engines=eng_over,
+                   host=host, hosts={host: host_over} if host_over else {}, meta=meta)

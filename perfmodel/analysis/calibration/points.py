@@ -29,6 +29,9 @@ MODE_ENGINE = {"eager": "torch-eager", "graph": "torch-graph", "compile": "torch
                "hf_generate": "hf-eager"}
 DTYPE_WEIGHTS = {"bf16": "bf16", "fp16": "fp16", "fp8_e4m3": "fp8"}
 HOLD_OUT = 0.3
+CACHE_MAX = 4096        # predict()'s memo entries before it starts over (a few MB at most)
+PER_LAYER = ("compile (per-layer torch.compile without CUDA graphs, from an older bench: not "
+             "the torch-compile engine)")
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,28 @@ class Point:
         return f"{self.mode}|{self.dtype}|{self.phase}|B={self.B}|T={self.T}|S={self.S:g}"
 
 
+def compile_kind(raw: dict) -> str:
+    """How the run's compile mode ran, from e2e.modes.compile (bench.py):
+    'graphs': the whole step under torch.compile with CUDA graphs (the torch-compile preset,
+    gpt-fast's mode="reduce-overhead"); 'graphless': the whole step compiled without graphs
+    (a CPU run, or --compile-mode default); 'per_layer': an older bench without e2e.modes,
+    which compiled each layer alone and called it from Python: not the torch-compile engine."""
+    modes = raw["e2e"].get("modes")
+    c = modes.get("compile") if isinstance(modes, dict) else None
+    if not isinstance(c, dict) or c.get("scope") != "whole model":
+        return "per_layer"
+    return "graphs" if c.get("cuda_graphs") is True else "graphless"
+
+
 def e2e_points(raw: dict) -> tuple[list[Point], list[str]]:
     """Points of the e2e section that map onto an engine preset; notes on the others."""
     points, notes, skipped = [], [], {}
+    per_layer_compile = compile_kind(raw) == "per_layer"
     for rec in raw["e2e"]["records"]:
         mode, dtype, phase = rec["mode"], rec["dtype"], rec["phase"]
+        if mode == "compile" and per_layer_compile:
+            skipped[PER_LAYER] = skipped.get(PER_LAYER, 0) + 1
+            continue
         if mode not in MODE_ENGINE or dtype not in DTYPE_WEIGHTS or phase not in ("decode", "prefill"):
             skipped[f"{mode} {dtype} {phase}"] = skipped.get(f"{mode} {dtype} {phase}", 0) + 1
             continue
@@ -97,18 +117,30 @@ def precision_of(dtype: str) -> Precision:
 
 
 def predict(points: list[Point], m: ModelSpec, hw: HardwareSpec, eff: Efficiency,
-            engines: dict[str, EngineProfile]) -> np.ndarray:
-    """Predicted seconds of every point, one vectorized step_time call per (engine, dtype)."""
+            engines: dict[str, EngineProfile], cache: dict | None = None) -> np.ndarray:
+    """Predicted seconds of every point, one vectorized step_time call per (engine, dtype).
+
+    cache: a dict kept by the caller across calls with the same points, model and card; a
+    group whose engine and efficiency are unchanged is not recomputed (the fit's Jacobian
+    moves one parameter at a time, and an engine's parameter moves only its own groups)."""
     out = np.empty(len(points))
     groups: dict[tuple[str, str], list[int]] = {}
     for i, p in enumerate(points):
         groups.setdefault((p.engine, p.dtype), []).append(i)
     for (eng_id, dtype), idx in groups.items():
         eng = engines[eng_id]
+        key = (eng_id, dtype, tuple(idx), eng, eff)
+        if cache is not None and key in cache:
+            out[idx] = cache[key]
+            continue
         B = np.array([points[i].B for i in idx], dtype=float)
         T = np.array([points[i].T for i in idx], dtype=float)
         S = np.array([points[i].S for i in idx], dtype=float)
         t = np.broadcast_to(step_time(m, hw, precision_of(dtype), eng, eff, B, T, S).time_s, B.shape)
         req = np.array([points[i].request for i in idx])
         out[idx] = t + np.where(req, eng.per_request_overhead_s, 0.0)
+        if cache is not None:
+            if len(cache) > CACHE_MAX:
+                cache.clear()
+            cache[key] = out[idx].copy()
     return out

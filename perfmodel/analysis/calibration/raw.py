@@ -112,6 +112,20 @@ def _check_value(f: str, v: Any, where: str) -> None:
                              f"{' and > 0' if f == 'seconds_per_kernel' else ''}, got {v!r}")
 
 
+def host_key(env: dict) -> str:
+    """The host CPU of a run, as a profile keys host-bound fields: bench.py's env.cpu (model
+    name, family/model, clock from /proc/cpuinfo), or the older env.cpu_name alone."""
+    cpu = env.get("cpu") if isinstance(env.get("cpu"), dict) else {}
+    name = str(cpu.get("model_name") or env.get("cpu_name") or "unknown CPU").strip()[:120]
+    detail = []
+    if cpu.get("family") is not None and cpu.get("model") is not None:
+        detail.append(f"family {cpu['family']} model {cpu['model']}")
+    mhz = cpu.get("mhz_median")
+    if isinstance(mhz, (int, float)) and not isinstance(mhz, bool) and math.isfinite(mhz) and mhz > 0:
+        detail.append(f"{mhz:.0f} MHz")
+    return f"{name} ({', '.join(detail)})" if detail else name
+
+
 def model_from_shape(shape: dict) -> ModelSpec:
     """ModelSpec of the bench's random-weight Llama-shaped model (dense, gated MLP, GQA)."""
     name = str(shape.get("name") or "bench-shape")

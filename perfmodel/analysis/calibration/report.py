@@ -115,12 +115,15 @@ def summary_rows(rep: FitReport) -> list[dict[str, Any]]:
 
 
 def mode_rows(rep: FitReport) -> list[dict[str, Any]]:
+    """Per engine group: the bench mode and the engine preset it implements."""
     rows = []
     for mode in sorted({p.mode for p in rep.points}):
+        engine = next(p.engine for p in rep.points if p.mode == mode)
         for held in (True, False):
             s = summarize([p for p in rep.points if p.mode == mode], held)
             if s.points:
-                rows.append({"mode": mode, "points": "held out" if held else "fit", "n": s.points,
+                rows.append({"engine": engine, "mode": mode,
+                             "points": "held out" if held else "fit", "n": s.points,
                              "calibrated median": _pct(s.median_abs_err),
                              "calibrated max": _pct(s.max_abs_err),
                              "datasheet median": _pct(s.datasheet_median_abs_err),
@@ -140,7 +143,7 @@ def _markdown(rep: FitReport, title: str) -> list[str]:
              "measured - 1; 'datasheet' = default efficiencies and preset engines, no calibration.",
              "", "## Summary (|error|)", ""]
     lines += _table(summary_rows(rep))
-    lines += ["", "## By mode (|error|)", ""]
+    lines += ["", "## By engine group (|error|)", ""]
     lines += _table(mode_rows(rep))
     lines += ["", "## Parameters", ""]
     lines += _table([{"parameter": p.name, "value": f"{p.value:.4g}", "start": f"{p.start:.4g}",

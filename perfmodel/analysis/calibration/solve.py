@@ -31,6 +31,9 @@ MIN_POINTS = 2
 IDENTIFY_FACTOR = 4.0
 DATA_SIGMA = 0.10        # typical |log error| of one point: model misfit + measurement noise
 STEP_U = 1e-4
+FTOL = 1e-6              # stop when a step lowers the cost by less than this fraction of it
+                         # (scipy's least_squares uses 1e-8 by default; on the H200 run 1e-6
+                         # gives the same errors to 0.1% in 24 iterations instead of 60)
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ def fit(predict: Predict, measured: np.ndarray, params: list[Param], *,
             rc, prc = residuals(cand)
             cc = _cost(rc, prc)
             if np.isfinite(cc) and cc <= cost:
-                improved = cost - cc > 1e-10 * max(cost, 1e-12)
+                improved = cost - cc > FTOL * max(cost, 1e-12)
                 u, r, pr, cost = cand, rc, prc, cc
                 lam = max(lam / 3, 1e-7)
                 break

@@ -16,6 +16,10 @@ the average over random orders, drawn in antithetic pairs (an order and its reve
 as MAX_EVALUATIONS scenario evaluations allow (at most SHAPLEY_PERMUTATIONS; each order's steps
 still sum to log(total), so the product is still exact). The work is bounded: levers x orders
 <= MAX_EVALUATIONS + one ordered pass, whatever the scenarios.
+System vs output: the Shapley factors of the levers that change what the user gets
+(levers.OUTPUT_LEVERS: a smaller model, routing to one) multiply to output_factor, the
+others to system_factor (system x output = total); a caveat says how much of the total
+comes from serving another model.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from itertools import combinations
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.analysis.claims.inverse import ASSUMPTIONS, Inverse, solve
-from perfmodel.analysis.claims.levers import LEVER_NAMES, apply, describe, differing, lever
+from perfmodel.analysis.claims.levers import (LEVER_NAMES, OUTPUT_CAVEAT, OUTPUT_LEVERS, apply,
+                                             describe, differing, lever)
 from perfmodel.analysis.claims.metrics import Evaluation, evaluate_filled
 from perfmodel.analysis.claims.scenario import (Scenario, check_definitions, direction_note, fill,
                                         metric_info, oriented)
@@ -53,6 +58,8 @@ class Step(BaseModel):
     value_before: float
     value_after: float
     change: str = Field(description="The fields this lever changes.")
+    changes_output: bool = Field(default=False, description="The lever changes what the user "
+                                 "gets (another model answers), not the system's speed.")
 
 
 class Attribution(BaseModel):
@@ -75,6 +82,12 @@ class Attribution(BaseModel):
     combinations: list = Field(default_factory=list)
     verdict: str
     claim: float | None = Field(default=None, description="A claimed factor for this pair.")
+    system_factor: float = Field(default=1.0, description="Shapley share of the system levers "
+                                 "(everything but levers.OUTPUT_LEVERS): the speed-up of the "
+                                 "same model.")
+    output_factor: float = Field(default=1.0, description="Shapley share of the levers that "
+                                 "change the model served (system x output = total).")
+    caveats: list[str] = Field(default_factory=list)
     inverse: list[Inverse] = Field(default_factory=list)
     assumptions: list[str]
     warnings: list[str]
@@ -132,7 +145,7 @@ def attribute(baseline: Scenario, improved: Scenario, metric: str, *,
         steps.append(Step(lever=name, factor=math.exp(vals.g(applied) - vals.g(applied[:-1])),
                           regime_before=before.regimes[metric], regime_after=after.regimes[metric],
                           value_before=before.value(metric), value_after=after.value(metric),
-                          change=describe(a, b, name)))
+                          change=describe(a, b, name), changes_output=name in OUTPUT_LEVERS))
     phi, method = _shapley(vals, seq)
     base_ev, imp_ev = vals.get([]), vals.get(seq)
     total = oriented(metric, imp_ev.value(metric), base_ev.value(metric))
@@ -141,11 +154,20 @@ def attribute(baseline: Scenario, improved: Scenario, metric: str, *,
     if "workload" in levers:
         warnings.append("the scenarios differ in workload (" + describe(a, b, "workload")
                         + "): part of the ratio is a change of task, not a speed-up")
+    shap = {n: math.exp(phi[n]) for n in seq}
+    output = math.prod(v for n, v in shap.items() if n in OUTPUT_LEVERS)
+    system = math.prod(v for n, v in shap.items() if n not in OUTPUT_LEVERS)
+    caveats = []
+    if any(n in OUTPUT_LEVERS for n in seq):
+        caveats.append(f"{output:.3g}x of the {total:.3g}x comes from serving another model "
+                       f"({', '.join(n for n in seq if n in OUTPUT_LEVERS)}); the system "
+                       f"optimizations give {system:.3g}x for the same model: {OUTPUT_CAVEAT}")
     return Attribution(
+        system_factor=system, output_factor=output, caveats=caveats,
         metric=metric, unit=unit, higher_is_better=higher, direction=direction_note(metric),
         baseline=a.label, improved=b.label, baseline_value=base_ev.value(metric),
         improved_value=imp_ev.value(metric), total=total, factors=steps,
-        shapley={n: math.exp(phi[n]) for n in seq}, shapley_method=method,
+        shapley=shap, shapley_method=method,
         evaluations=len(vals.cache), verdict="no claim given: the model's ratio",
         assumptions=list(dict.fromkeys(notes_a + notes_b + base_ev.assumptions
                                        + imp_ev.assumptions)),
@@ -204,8 +226,13 @@ def check_pair(claim: float, metric: str, baseline: Scenario, improved: Scenario
     model's total is at least claim / (1 + CLAIM_TOLERANCE)) and, for each free assumption,
     the value on the improved side that would make the claim true."""
     att = attribute(baseline, improved, metric, order=order)
-    ok = att.total >= claim / (1.0 + CLAIM_TOLERANCE)
+    need = claim / (1.0 + CLAIM_TOLERANCE)
+    ok = att.total >= need
     verdict = (f"{'supported' if ok else 'not supported'}: the model gives {att.total:.3g}x "
                f"for this pair, the claim is {claim:.3g}x (tolerance {CLAIM_TOLERANCE:.0%})")
+    if ok and att.system_factor < need:
+        verdict = (f"supported only by changing the model: the model gives {att.total:.3g}x "
+                   f"for this pair, of which the system optimizations give "
+                   f"{att.system_factor:.3g}x; the claim is {claim:.3g}x")
     inv = [solve(claim, metric, baseline, improved, assumption=a) for a in solve_for]
     return att.model_copy(update={"verdict": verdict, "claim": claim, "inverse": inv})

@@ -15,9 +15,12 @@ runtime, no KV cache, fp32 weights) is "plausible only with a weak baseline". If
 baseline is not weak, it may still have been measured weaker than it reads: the reference
 is then weakened (levers.weakenings) and the factor becomes F(moves) x G(weakening).
 
-Verdict: "plausible" (a combination within range, no weak baseline); "plausible only with a
-weak baseline"; "beyond physics" (the claimed value exceeds the roofline limit on the
-baseline's GPUs and model, physics.py); otherwise "implausible" (only stretched levers).
+Verdict: "plausible" (a combination of system levers within range, no weak baseline);
+"plausible only with a weak baseline"; "plausible only by changing the model" (every
+combination within range serves another model: a smaller one, or routing to one, changes
+what the user gets, levers.OUTPUT_LEVERS; never called plausible on that alone); "beyond
+physics" (the claimed value exceeds the roofline limit on the baseline's GPUs and model,
+physics.py); otherwise "implausible" (only stretched levers).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from perfmodel.analysis.claims import physics
 from perfmodel.analysis.claims.attribute import Step, attribute
 from perfmodel.analysis.claims.inverse import ASSUMPTIONS, Inverse, solve
-from perfmodel.analysis.claims.levers import Move, apply_moves, moves, weakenings
+from perfmodel.analysis.claims.levers import (OUTPUT_CAVEAT, OUTPUT_LEVERS, Move, apply_moves, moves,
+                                             weakenings)
 from perfmodel.analysis.claims.metrics import Evaluation, evaluate_filled
 from perfmodel.analysis.claims.scenario import (Scenario, check_definitions, direction_note, fill,
                                         metric_info, oriented, revise)
@@ -48,6 +52,7 @@ MAX_SEARCH_EVALUATIONS = 240
 machine: a few seconds); smaller combinations are searched first, so a search cut short
 drops only the largest ones, and says so in the warnings. An assumption."""
 PLAUSIBLE, WEAK, STRETCHED = "plausible", "plausible only with a weak baseline", "stretched"
+MODEL_SWAP = "plausible only by changing the model"
 BEYOND, IMPLAUSIBLE = "beyond physics", "implausible"
 
 
@@ -65,6 +70,9 @@ class Combination(BaseModel):
     changes: dict = Field(description="Scenario fields the combination sets on the baseline.")
     baseline_changes: dict = Field(
         default_factory=dict, description="Fields a weakened reference sets on the baseline.")
+    changes_output: list[str] = Field(
+        default_factory=list, description="Its levers that change what the user gets (another "
+        "model answers): not system optimizations (levers.OUTPUT_CAVEAT).")
 
 
 class Explanation(BaseModel):
@@ -184,7 +192,8 @@ def explain(claim, metric: str, baseline: Scenario, *, max_levers: int = MAX_LEV
     shown = combos[:top]
     steps, shap = [], {}
     if shown:
-        best = next((c for c in shown if not c[0].weak_baseline), shown[0])
+        best = next((c for c in shown if not c[0].weak_baseline and not c[0].changes_output),
+                    next((c for c in shown if not c[0].weak_baseline), shown[0]))
         steps, shap = _decompose(f0, best[1], metric)
     inv = [solve(factor, metric, f0, assumption=a) for a in ASSUMPTIONS] if inverse else []
     if inverse:
@@ -292,15 +301,18 @@ def _classify(used, fac: float, claim: float, weak_refs) -> Combination | None:
         stretch, labels, g, ref_changes = min(options, key=lambda x: (x[0], len(x[1])))
         weak = weak + labels
         fac = fac * g
-    verdict = STRETCHED if stretch > 1.0 + 1e-9 else (WEAK if weak else PLAUSIBLE)
+    output = sorted({m.lever for m in used if m.lever in OUTPUT_LEVERS})
+    verdict = (STRETCHED if stretch > 1.0 + 1e-9 else MODEL_SWAP if output
+               else WEAK if weak else PLAUSIBLE)
     return Combination(levers=sorted({m.lever for m in used}), moves=[m.label for m in used],
                        factor=fac, stretch=stretch, verdict=verdict, weak_baseline=weak,
-                       changes=_merged(used), baseline_changes=ref_changes)
+                       changes=_merged(used), baseline_changes=ref_changes,
+                       changes_output=output)
 
 
 def _rank(found):
     """Drop dominated combinations; order by verdict, stretch, size, then factor."""
-    order = {PLAUSIBLE: 0, WEAK: 1, STRETCHED: 2}
+    order = {PLAUSIBLE: 0, WEAK: 1, MODEL_SWAP: 2, STRETCHED: 3}
     found = sorted(found, key=lambda x: (order[x[0].verdict], x[0].stretch, len(x[0].levers),
                                          -x[0].factor))
     kept: list = []
@@ -328,6 +340,11 @@ def _verdict(combos, phys: physics.Physics, claim: float) -> tuple[str, str]:
         c = next(c for c, _ in combos if c.verdict == WEAK)
         return WEAK, (f"{claim:.3g}x needs a weak baseline ({'; '.join(c.weak_baseline)}) "
                       f"with {' + '.join(c.moves)}{note}")
+    if MODEL_SWAP in verdicts:
+        c = next(c for c, _ in combos if c.verdict == MODEL_SWAP)
+        return MODEL_SWAP, (f"no system optimization within range reaches {claim:.3g}x; "
+                            f"{' + '.join(c.moves)} does, by serving another model "
+                            f"({', '.join(c.changes_output)}): {OUTPUT_CAVEAT}{note}")
     if phys.beyond:
         return BEYOND, phys.statement
     if combos:

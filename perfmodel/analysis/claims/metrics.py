@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel import api
 from perfmodel.core import predict
-from perfmodel.analysis.claims.scenario import Scenario, fill, hardware, metric_info, model_spec, revise
+from perfmodel.analysis.claims.scenario import Scenario, fill, metric_info, model_spec, revise
 from perfmodel.core.cost import usd_per_mtok
 from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.memory import estimate_memory, weight_bytes_by_group
@@ -57,6 +57,9 @@ class Evaluation(BaseModel):
     num_gpus: int
     speculative_speedup: float | None = None
     tokens_per_step: float | None = None
+    speculative_terms: dict[str, float] | None = Field(
+        default=None, description="Seconds of one speculative step at the mid-decode context: "
+        "baseline_s (a plain decode step), verify_s, draft_s, overhead_s.")
     warnings: list[str] = Field(default_factory=list)
     assumptions: list[str] = Field(default_factory=list)
 
@@ -93,9 +96,7 @@ def resolve(f: Scenario, *, strict: bool = True) -> tuple[predict.Scenario, list
             warnings.append(f"{f.label}: activations {a.name} narrower than weights {w.name}: "
                             f"matmul inputs stay {w.name} until the weights are quantized")
             act = f.weights
-    sc, w2, _ = api.resolve(model_spec(f.model), hardware(f.gpu), weights=f.weights, kv=f.kv,
-                            activations=act, engine=f.engine, tp=f.tp, pp=f.pp, ep=f.ep,
-                            profile=f.profile)
+    sc, w2, _ = api.resolve(f.query(activations=act))
     eng = sc.engine
     if f.batching != eng.batching:
         eng = eng.model_copy(update={"batching": f.batching})
@@ -104,7 +105,7 @@ def resolve(f: Scenario, *, strict: bool = True) -> tuple[predict.Scenario, list
                                      "kv_prealloc": "request"})
     elif not f.paged_kv and eng.attention == "paged":
         eng = eng.model_copy(update={"attention": "flash", "kv_block_tokens": 1})
-    eff = sc.eff.model_copy(update={"mem_bw": f.mem_bw_utilization})
+    eff = sc.eff.model_copy(update={"mem_bw_fraction": f.mem_bw_utilization})
     return dataclasses.replace(sc, engine=eng, eff=eff), warnings + w2
 
 
@@ -138,11 +139,12 @@ def evaluate_filled(f: Scenario, *, strict: bool = True) -> Evaluation:
     if not mem.fits:
         warnings.append(f"{f.label}: does not fit ({mem.total_bytes / mem.device_bytes:.0%} of "
                         f"device memory needed, max batch {mem.max_batch} at {ctx} tokens)")
-    require_finite(values, what=f.label, positive=True)
+    require_finite(f"{f.label} result", positive=True, **values)
     return Evaluation(scenario=f.label, values=values, regimes=regimes, batch=B, fits=fits,
                       memory_bytes=mem.total_bytes, capacity_bytes=mem.capacity_bytes,
                       max_batch=max_batch, num_gpus=gpus,
                       speculative_speedup=core["speedup"], tokens_per_step=core["tokens"],
+                      speculative_terms=core["spec_terms"],
                       warnings=warnings, assumptions=core["assumptions"])
 
 
@@ -161,7 +163,7 @@ def _decode(f: Scenario, strict: bool) -> dict:
     plain_tpot = tpot
     if not f.kv_cache:
         tpot, decode_bound = _recompute_tpot(sc, B, P, O)
-    speedup = tokens = None
+    speedup = tokens = spec_terms = None
     extra_w = extra_kv = 0.0
     if f.speculative is not None:
         if not f.kv_cache:
@@ -171,6 +173,7 @@ def _decode(f: Scenario, strict: bool) -> dict:
         else:
             spec = _speculate(sc, f, B, P + O // 2)
             speedup, tokens, decode_bound = spec["speedup"], spec["tokens"], spec["bound"]
+            spec_terms = spec["terms"]
             extra_w, extra_kv = spec["weight_bytes"], spec["kv_bytes_per_token"]
             warnings += spec["warnings"]
             assumptions += spec["assumptions"]
@@ -187,7 +190,7 @@ def _decode(f: Scenario, strict: bool) -> dict:
     regimes = {"decode_tok_s_per_user": decode_bound, "tpot_s": decode_bound,
                "ttft_s": prefill_bound, "e2e_s": e2e_bound, "output_tok_s_total": e2e_bound}
     return dict(sc=sc, values=values, regimes=regimes, warnings=warnings, assumptions=assumptions,
-                speedup=speedup, tokens=tokens, extra_weight_bytes=extra_w,
+                speedup=speedup, tokens=tokens, spec_terms=spec_terms, extra_weight_bytes=extra_w,
                 extra_kv_bytes_per_token=extra_kv, served=served)
 
 
@@ -232,7 +235,8 @@ def _speculate(sc: predict.Scenario, f: Scenario, B: int, S: int) -> dict:
     tau = float(tokens_per_step(s.acceptance, s.draft_tokens))
     st = step_times(sc, drafter, B, S, s.draft_tokens, tau)
     verify = predict.step(sc, B, s.draft_tokens + 1, S, all_logits=True)
-    return dict(speedup=float(st.speedup), tokens=tau, bound=str(verify.bound),
+    terms = {k: float(getattr(st, k)) for k in ("baseline_s", "verify_s", "draft_s", "overhead_s")}
+    return dict(speedup=float(st.speedup), tokens=tau, bound=str(verify.bound), terms=terms,
                 weight_bytes=drafter.weight_bytes, kv_bytes_per_token=drafter.kv_bytes_per_token,
                 warnings=[f"{f.label}: {w}" for w in drafter.warnings],
                 assumptions=[f"{f.label}: speculative speed-up taken at the mid-decode context "

@@ -12,6 +12,10 @@ Judging a source number against the model (TOLERANCE = 25%):
 - at_least x: supported when model >= x / 1.25;  at_most x: when model <= x x 1.25.
 The tolerance is about the spread of the default efficiencies across engines and cards
 (docs/accuracy.md); a calibrated profile narrows it.
+
+A source is also checked against itself (SourceCheck): a stated figure beside the value its
+own other figures imply (e.g. E2E = TTFT + (O-1) / decode rate); outside the same tolerance
+the source contradicts itself, and the summary says where.
 """
 
 from __future__ import annotations
@@ -43,6 +47,19 @@ class SourceRow(BaseModel):
     why: str
 
 
+class SourceCheck(BaseModel):
+    """A figure of the source beside what its own other figures imply."""
+
+    model_config = ConfigDict(frozen=True)
+    step: str
+    quantity: str
+    unit: str
+    stated: float
+    implied: float = Field(description="The value the source's other figures imply.")
+    consistent: bool
+    why: str = Field(description="The arithmetic, with the source's figures.")
+
+
 class PresetReport(BaseModel):
     """A seed document checked against the model."""
 
@@ -58,6 +75,7 @@ class PresetReport(BaseModel):
     combinations: list[Combination]
     verdict: str
     source_vs_model: list[SourceRow]
+    source_checks: list[SourceCheck] = Field(default_factory=list)
     explanations: list[Explanation] = Field(default_factory=list)
     assumptions: list[str]
     warnings: list[str]
@@ -88,6 +106,7 @@ class Rows:
     """Collects SourceRows; `why` is a sentence with the model's own figures in it."""
 
     rows: list[SourceRow] = field(default_factory=list)
+    checks: list[SourceCheck] = field(default_factory=list)
 
     def add(self, step: str, quantity: str, unit: str, source, model: float | None,
             why: str, kind: str = "value") -> None:
@@ -99,15 +118,30 @@ class Rows:
                                    model=None if model is None else float(model),
                                    verdict=verdict, why=why))
 
+    def check(self, step: str, quantity: str, unit: str, stated: float, implied: float,
+              why: str) -> None:
+        """The source's stated figure against the value its own figures imply."""
+        ok = judge(stated, implied, "value") == "supported"
+        self.checks.append(SourceCheck(step=step, quantity=quantity, unit=unit,
+                                       stated=float(stated), implied=float(implied),
+                                       consistent=ok, why=why))
+
     def summary(self) -> str:
-        """Which of the source's numbers the model supports and which not."""
+        """Which of the source's numbers the model supports and which not, and where the
+        source contradicts itself."""
         def names(v: str) -> str:
             return "; ".join(f"{x.step}: {x.quantity}" for x in self.rows if x.verdict == v)
         ok, bad = names("supported"), names("not supported")
         n_ok = sum(x.verdict == "supported" for x in self.rows)
         n_bad = sum(x.verdict == "not supported" for x in self.rows)
-        return (f"{n_ok} of the source's numbers are supported within {TOLERANCE:.0%} and "
+        text = (f"{n_ok} of the source's numbers are supported within {TOLERANCE:.0%} and "
                 f"{n_bad} are not. Supported: {ok or 'none'}. Not supported: {bad or 'none'}.")
+        bad_checks = [c for c in self.checks if not c.consistent]
+        if bad_checks:
+            text += (f" The source contradicts itself in {len(bad_checks)} place(s): "
+                     + "; ".join(f"{c.step}: {c.quantity} stated {c.stated:.3g} {c.unit}, its "
+                                 f"own figures give {c.implied:.3g}" for c in bad_checks) + ".")
+        return text
 
 
 def ratio_text(source, model: float) -> str:

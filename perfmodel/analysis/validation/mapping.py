@@ -14,17 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.params import count_params
-from perfmodel.core.specs import NumberFormat, parse_format
+from perfmodel.core.specs import NumberFormat, parse_format, parse_gguf
 from perfmodel.core.units import GIGA
-from perfmodel.analysis.validation.names import engine_id, gpu_id, model_id
+from perfmodel.analysis.validation.names import engine_id, gpu_id, model_alias_notes, model_id
 from perfmodel.analysis.validation.table import METRICS, Measurement
 
 PARAMS_TOLERANCE = 0.15   # table's params_b vs the catalog model: same model within 15%
 
-# GGUF quantization types -> bits per weight, block scales included (llama.cpp
-# tools/quantize/README.md and ggml-quants block layouts: q4_0 = 32 x 4 bit + fp16 scale).
-GGUF_BPW = {"q4_0": 4.5, "q4_1": 5.0, "q4_k_s": 4.58, "q4_k_m": 4.85, "q5_k_m": 5.69,
-            "q6_k": 6.56, "q8_0": 8.5}
 
 # which lengths each metric needs
 _NEEDS = {"decode_tok_s_per_user": "io", "output_tok_s_total": "io", "ttft_ms": "i",
@@ -85,12 +81,14 @@ def parse_weights(text: str) -> tuple[NumberFormat, str, list[str]]:
         notes.append(f"mixed weight formats {text!r}: the first ({first}) is used for every matrix")
         low = first
     bpw = re.search(r"(\d+(?:\.\d+)?)\s*bpw", low)
-    gguf = re.search(r"\b(q\d_(?:k_[sm]|[01k]))\b", low)
+    gguf = re.search(r"\b(q\d_(?:k_[sml]|[01k]))\b", low)
     group = re.search(r"\bg(?:roup ?size ?)?(\d+)\b", low)
-    if bpw or (gguf and gguf.group(1) in GGUF_BPW):
-        bits = float(bpw.group(1)) if bpw else GGUF_BPW[gguf.group(1)]
+    if bpw:
+        bits = float(bpw.group(1))
         name = "int4" if bits <= 4.0 + 1.0 else "int8"   # average bits include block scales
         return NumberFormat(name=name, bits=bits), "fp16", notes
+    if gguf and parse_gguf(gguf.group(1)) is not None:   # bits per weight from core/specs.py
+        return parse_gguf(gguf.group(1)), "fp16", notes
     if "fp4" in low:
         return parse_format("fp4-g16" if "nvfp4" in low else "fp4"), "fp4", notes
     if re.search(r"\bint4\b|4-bit|\bgptq\b|\bawq\b|\bnf4\b|q4f16", low):
@@ -170,8 +168,9 @@ def accepted_tokens(notes: str) -> float | None:
     return (float(a) + float(b)) / 2 if b else float(a)
 
 
-def map_row(r: Measurement) -> Target | Unmapped:
-    """One row -> Target or Unmapped(reason)."""
+def map_row(r: Measurement, strict: bool = False) -> Target | Unmapped:
+    """One row -> Target or Unmapped(reason). `strict` refuses a GPU whose variant the row
+    does not state instead of assuming the likeliest one (names.GPU_DEFAULTS)."""
     def no(reason: str) -> Unmapped:
         return Unmapped(measurement=r, reason=reason)
 
@@ -179,7 +178,7 @@ def map_row(r: Measurement) -> Target | Unmapped:
         return no(f"unknown metric {r.metric!r}")
     if r.measured is None:
         return no(f"value {r.value!r} is not a plausible positive number")
-    gpu, why, notes = gpu_id(r.gpu)
+    gpu, why, notes = gpu_id(r.gpu, strict=strict)
     if gpu is None:
         return no(why)
     parts = r.model.split("+", 1)
@@ -223,15 +222,16 @@ def map_row(r: Measurement) -> Target | Unmapped:
         measurement=r, model=model.id, gpu=gpu, engine=engine, weights=weights,
         activations=acts, kv=kv, tp=tp, pp=1, prompt=max(prompt or 1, 1), output=output or 0,
         speculation=_speculation(r, parts[1] if len(parts) > 1 else None),
-        assumptions=notes + eng_notes + w_notes + kv_notes + extra, **load)
+        assumptions=notes + model_alias_notes(parts[0]) + eng_notes + w_notes + kv_notes + extra,
+        **load)
 
 
-def map_rows(rows: list[Measurement]) -> tuple[list[Target], list[Unmapped]]:
+def map_rows(rows: list[Measurement], strict: bool = False) -> tuple[list[Target], list[Unmapped]]:
     mapped: list[Target] = []
     unmapped: list[Unmapped] = []
     for r in rows:
         try:
-            t = map_row(r)
+            t = map_row(r, strict=strict)
         except PerfModelError as exc:   # a name rule reached a bad catalog entry
             t = Unmapped(measurement=r, reason=str(exc))
         (mapped if isinstance(t, Target) else unmapped).append(t)

@@ -3,9 +3,13 @@
 GPU: vendor words, capacity ("80GB"), form factor ("SXM4") and memory type are split off;
 the remaining base name is looked up in GPU_ALIASES (an explicit table of base names to
 hardware_db ids), and the capacity and form factor pick among that base name's variants.
-Text in parentheses is commentary ("(330 W power cap)", "(doc: ...)") and never picks a card.
-A card with no entry, two different cards, one die of a package, or a base name whose
-variant is not stated -> no id, with the reason.
+Text in parentheses is commentary ("(330 W power cap)", "(doc: ...)") and never picks a card;
+only a form factor or capacity written there ("A100 (PCIe card)") narrows the variants
+when the name itself states none, and the row's assumptions say so. A form factor is ignored
+for a card sold in one form only ("B200 SXM 180GB" -> b200).
+A base name whose variant is not stated maps to the variant benchmarks most likely used
+(GPU_DEFAULTS: SXM in 8-GPU servers), said in the row's assumptions; strict mapping refuses it.
+A card with no entry, two different cards or one die of a package -> no id, with the reason.
 
 Model: lowercase, '-'-joined, fine-tune suffixes (chat, instruct, hf) dropped, "llama2" ->
 "llama-2", and a LLaMA without a generation number is the first generation; the result is
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from perfmodel.core.catalog import list_models, load_model
+from perfmodel.core.catalog import alias_of, list_models, load_model
 from perfmodel.core.errors import PerfModelError, closest
 from perfmodel.core.hardware import list_gpus
 from perfmodel.core.specs import ModelSpec
@@ -41,8 +45,26 @@ GPU_ALIASES: dict[str, tuple[str, ...]] = {
     "gaudi2": ("gaudi2",), "gaudi3": ("gaudi3",),
     "tpu v5e": ("tpu-v5e",), "tpu v5p": ("tpu-v5p",), "tpu v6e": ("tpu-v6e",),
     "m2 ultra": ("apple-m2-ultra",), "m3 max": ("apple-m3-max",), "m4 max": ("apple-m4-max",),
+    "m1 pro": ("apple-m1-pro",), "m1 max": ("apple-m1-max",), "m1 ultra": ("apple-m1-ultra",),
+    "m2 pro": ("apple-m2-pro",), "m2 max": ("apple-m2-max",), "m3 pro": ("apple-m3-pro",),
+    "m3 ultra": ("apple-m3-ultra",), "m4 pro": ("apple-m4-pro",),
+    "b300": ("b300",), "gb300": ("gb300",), "h20": ("h20",), "h800": ("h800",),
+    "gh200": ("gh200",), "gb10": ("gb10",), "dgx spark": ("gb10",), "mi300a": ("mi300a",),
+    "agx orin": ("jetson-agx-orin-64gb",), "rx 7900 xtx": ("rx-7900-xtx",),
+    "rtx 5080": ("rtx-5080",), "rtx 5070 ti": ("rtx-5070-ti",),
 }
-_VENDOR_WORDS = r"\b(nvidia|amd|intel|google|apple|geforce|radeon|instinct|tesla|habana)\b"
+# base name -> (variant assumed when the row does not state one, why)
+GPU_DEFAULTS: dict[str, tuple[str, str]] = {
+    "a100": ("a100-sxm-80gb", "A100 variant not stated: SXM4 80GB assumed (the part of 8-GPU "
+                              "HGX/DGX servers most benchmarks ran on)"),
+    "h100": ("h100-sxm", "H100 variant not stated: SXM5 80GB assumed (the part of 8-GPU "
+                         "HGX/DGX servers most benchmarks ran on)"),
+    "agx orin": ("jetson-agx-orin-64gb", "AGX Orin module not stated: the 64 GB "
+                                                "developer kit assumed (a 32 GB module exists)"),
+}
+# base name -> capacity (GB) naming the package's CPU memory, not the GPU's
+_HOST_MEMORY_GB = {"gh200": 480.0}
+_VENDOR_WORDS = r"\b(nvidia|amd|intel|google|apple|geforce|radeon|instinct|tesla|habana|jetson)\b"
 _EDITION = r"\b(server|workstation|max-q)\s+edition\b|\bedition\b"
 _MEMTYPE = r"\b(hbm2e?|hbm3e?|gddr6x?|gddr7)\b"
 _FORMS = {"sxm": r"\bsxm\d?\b", "pcie": r"\bpcie\b", "nvl": r"\bnvl\b"}
@@ -52,7 +74,7 @@ _PACKAGE_PART = re.compile(r"\b(gcd|single die|one die)\b")
 
 # framework text (lowercase, regex at the start or anywhere) -> engine preset
 FRAMEWORK_ENGINES: tuple[tuple[str, str], ...] = (
-    (r"tensorrt-llm|trt-llm", "trtllm"),
+    (r"tensorrt-llm|trt-?llm", "trtllm"),
     (r"gpt-fast", "torch-compile"),
     (r"^vllm", "vllm"),
     (r"^sglang", "sglang"),
@@ -78,10 +100,11 @@ ENGINE_NOTES = {
 }
 
 
-def gpu_id(text: str) -> tuple[str | None, str, list[str]]:
-    """(hardware_db id or None, reason if None, assumptions)."""
+def gpu_id(text: str, strict: bool = False) -> tuple[str | None, str, list[str]]:
+    """(hardware_db id or None, reason if None, assumptions). `strict` refuses a variant that
+    is not stated instead of assuming GPU_DEFAULTS."""
     raw = text.strip()
-    low = raw.lower()
+    low = raw.lower().replace("_", " ")
     assumptions: list[str] = []
     cap = re.search(r"(\d+)\s*w\s+power\s+cap", low)
     if cap:
@@ -91,6 +114,7 @@ def gpu_id(text: str) -> tuple[str | None, str, list[str]]:
     if _PACKAGE_PART.search(low):
         return None, f"one die of a multi-die package ({raw!r}); hardware_db lists packages", assumptions
     main = re.sub(r"\([^)]*\)", " ", low)
+    note = " ".join(re.findall(r"\(([^)]*)\)", low))
     capacity = _CAPACITY.search(main)
     main = _CAPACITY.sub(" ", main)
     forms = [f for f, pat in _FORMS.items() if re.search(pat, main)]
@@ -99,17 +123,30 @@ def gpu_id(text: str) -> tuple[str | None, str, list[str]]:
     base = " ".join(main.replace("-", " ").split())
     if base not in GPU_ALIASES:
         return None, f"GPU {raw!r} is not in hardware_db", assumptions
+    if not forms and not capacity:   # the note may still state a form factor or capacity
+        forms = [f for f, pat in _FORMS.items() if re.search(pat, note)]
+        capacity = _CAPACITY.search(note)
+        if forms or capacity:
+            assumptions.append(f"variant read from the note in {raw!r}")
+    if capacity and _HOST_MEMORY_GB.get(base) == float(capacity.group(1)):
+        assumptions.append(f"{capacity.group(0)} in {raw!r} is the package's CPU memory, "
+                           "not the GPU's")
+        capacity = None
     known = {g.id: g for g in list_gpus()}
     cands = [known[i] for i in GPU_ALIASES[base] if i in known]
-    if forms:
+    if forms and any(f in g.id for g in cands for f in _FORMS):   # sold in several forms
         cands = [g for g in cands if any(f in g.id for f in forms)]
     if capacity:
         want = float(capacity.group(1))
         cands = [g for g in cands if abs(g.memory_bytes / GB / want - 1) <= _CAPACITY_TOLERANCE]
-    if len(cands) == 1:
+    default = GPU_DEFAULTS.get(base)
+    unstated = default is not None and (len(cands) > 1 or not (forms or capacity))
+    if len(cands) == 1 and not unstated:
         return cands[0].id, "", assumptions
     if not cands:
         return None, f"GPU {raw!r}: no hardware_db variant of {base!r} matches", assumptions
+    if not strict and default is not None and default[0] in {g.id for g in cands}:
+        return default[0], "", assumptions + [default[1]]
     return None, (f"GPU {raw!r}: variant not stated (could be "
                   f"{', '.join(g.id for g in cands)})"), assumptions
 
@@ -140,6 +177,18 @@ def model_id(text: str) -> tuple[ModelSpec | None, str]:
     close = closest(key, [m.id for m in list_models()], n=3)
     hint = f" (closest: {', '.join(close)})" if close else ""
     return None, f"unknown model {text.strip()!r} -> {key!r} is not in the catalog{hint}"
+
+
+def model_alias_notes(text: str) -> list[str]:
+    """The row's assumption when its model name resolved through a fine-tune alias."""
+    target = text.split("+")[0]
+    keys = [_model_key(x) for x in re.findall(r"\(([^)]*)\)", target)]
+    keys.append(_model_key(re.sub(r"\([^)]*\)", " ", target)))
+    for key in keys:
+        alias = alias_of(key)
+        if alias is not None:
+            return [f"model {text.strip()!r}: fine-tune alias of {alias[0]} ({alias[1]})"]
+    return []
 
 
 def engine_id(text: str) -> tuple[str | None, str, list[str]]:

@@ -172,7 +172,7 @@ def predict_target(t: Target, profile: Profile | None = None) -> Prediction:
         "ttft_ms": (_f(rt.ttft_s) / MS, rt.prefill.bound),
         "e2e_latency_s": (_f(rt.e2e_s), rt.step.bound),
         "prefill_tok_s": (_f(rt.prefill_tok_s), rt.prefill.bound),
-        "output_tok_s_total": (batch * output / _f(rt.e2e_s), rt.step.bound),
+        "output_tok_s_total": (_f(rt.output_tok_s_total), rt.step.bound),
     }
     if metric not in values:
         raise NotModelled(f"metric not modelled yet: {metric}")

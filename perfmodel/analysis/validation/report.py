@@ -11,9 +11,12 @@ import re
 from pathlib import Path
 
 from perfmodel.analysis.validation.intervals import IntervalTable
-from perfmodel.analysis.validation.mapping import GGUF_BPW
+from perfmodel.core.gguf import GGUF_BITS_PER_WEIGHT as GGUF_BPW
+from perfmodel.analysis.validation.markdown import pct
+from perfmodel.analysis.validation.markdown import table as _table
 from perfmodel.analysis.validation.names import ENGINE_NOTES, FRAMEWORK_ENGINES
 from perfmodel.analysis.validation.results import MetricSummary, RowResult, ValidationReport
+from perfmodel.analysis.validation.serving_report import serving_markdown, serving_summary_lines
 
 START, END = "<!-- accuracy:start -->", "<!-- accuracy:end -->"
 UNITS = {"decode_tok_s_per_user": "tok/s", "output_tok_s_total": "tok/s", "ttft_ms": "ms",
@@ -21,18 +24,8 @@ UNITS = {"decode_tok_s_per_user": "tok/s", "output_tok_s_total": "tok/s", "ttft_
          "speculative_speedup": "x", "max_batch": "seqs", "memory_gb": "GB"}
 
 
-def pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
 def num(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    esc = [[str(c).replace("|", "\\|").replace("\n", " ") for c in r] for r in rows]
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
-        ["| " + " | ".join(r) + " |" for r in esc]
 
 
 def _metric_rows(summary: dict[str, MetricSummary]) -> list[list[str]]:
@@ -56,6 +49,8 @@ def summary_section(rep: ValidationReport) -> str:
     n_map, n_un = len(rep.rows), len(rep.unmapped)
     out += ["", f"{n_map} rows predicted, {n_un} listed as unmapped with the reason; "
             "details, worst rows and every row in docs/accuracy.md."]
+    if rep.serving is not None:
+        out += [""] + serving_summary_lines(rep.serving)
     return "\n".join(out)
 
 
@@ -106,11 +101,15 @@ def _mapping_notes() -> list[str]:
     engines = ", ".join(f"`{pat}` -> {eng}" for pat, eng in FRAMEWORK_ENGINES)
     out = ["- GPU names: vendor words, capacity, form factor and memory type are split off "
            "and the base name is looked up in an explicit alias table "
-           "(perfmodel/analysis/validation/names.py); parentheses are commentary. A card not in "
-           "hardware_db, a mix of cards, one die of a package, or an unstated variant is "
-           "unmapped with the reason. Power caps are not modelled (datasheet clocks).",
+           "(perfmodel/analysis/validation/names.py); parentheses are commentary (a form "
+           "factor or capacity there narrows the variants only when the name states none). A "
+           "variant that is not stated takes the likeliest one (SXM in 8-GPU servers), said in "
+           "the row's assumptions; `--strict` leaves it unmapped. A card not in hardware_db, a "
+           "mix of cards or one die of a package is unmapped with the reason. Power caps are "
+           "not modelled (datasheet clocks).",
            "- Model names: lowercased, fine-tune suffixes dropped, looked up exactly in the "
-           "catalog; the table's params_b must agree within 15%.",
+           "catalog or its fine-tune alias table (perfmodel/core/catalog/aliases.py, said in the "
+           "row's assumptions); the table's params_b must agree within 15%.",
            f"- Frameworks -> engine presets (first match): {engines}."]
     out += [f"  - {v}" for v in ENGINE_NOTES.values()]
     out += ["- Precisions: fp8 and fp4 weights are W8A8/W4A4 (NVFP4 = fp4 with 16-element "
@@ -134,6 +133,8 @@ def accuracy_markdown(rep: ValidationReport, table: IntervalTable | None = None)
            "## By source", ""]
     for src, summ in rep.summary_by_source.items():
         out += [f"### {src}", ""] + _table(METRIC_HEADER, _metric_rows(summ)) + [""]
+    if rep.serving is not None:
+        out += serving_markdown(rep.serving)
     out += ["## Calibrated beside datasheet-only", ""] + _calibrated(rep) + [""]
     out += ["## Prediction intervals", ""] + _intervals(rep, table) + [""]
     out += ["## By metric x GPU x engine", ""]

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.analysis.validation.checks import TargetCheck
+from perfmodel.analysis.validation.serving_results import ServingReport
+
+__all__ = ["TargetCheck", "ServingReport"]   # re-exported: defined beside the serving results
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -71,14 +76,6 @@ class GroupSummary(MetricSummary):
     engine: str
 
 
-class TargetCheck(_Frozen):
-    name: str
-    value: float | None
-    limit: str
-    n: int
-    met: bool | None = Field(description="None: no rows to judge.")
-
-
 class ValidationReport(_Frozen):
     summary: dict[str, MetricSummary] = Field(
         description="Datasheet-only, every dataset, low-confidence rows excluded.")
@@ -98,3 +95,5 @@ class ValidationReport(_Frozen):
     data: list[str]
     profiles: list[str]
     interval_level: float
+    serving: ServingReport | None = Field(
+        default=None, description="Measured serving points (TTFT, TPOT per concurrency).")

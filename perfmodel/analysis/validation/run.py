@@ -2,7 +2,8 @@
 
     from perfmodel.analysis.validation.run import validate
     rep = validate()                      # data/public_measurements.csv + calibrate/data/raw-*.json
-    rep.summary["decode_tok_s_per_user"].median_ape
+    rep.summary["decode_tok_s_per_user"].median_ape   #   + data/serving/aic_silicon_sample.csv
+    rep.serving.summary.ttft_median_ape               # measured serving points (serving_run.py)
 
 Each row is mapped to a scenario by general rules (perfmodel/analysis/validation/mapping.py), predicted
 with datasheet defaults and, where a calibrated profile for that GPU exists, with the profile
@@ -24,6 +25,8 @@ from perfmodel.analysis.validation.diagnose import diagnose
 from perfmodel.analysis.validation.mapping import Target, map_rows
 from perfmodel.analysis.validation.own import OWN_KIND, read_raw
 from perfmodel.analysis.validation.predictors import NotModelled, predict_target
+from perfmodel.analysis.validation.serving_predict import get_predictor
+from perfmodel.analysis.validation.serving_run import DEFAULT_SERVING, validate_serving
 from perfmodel.analysis.validation.results import (GroupSummary, MetricSummary, RowResult, TargetCheck,
                                           UnmappedRow, ValidationReport)
 from perfmodel.analysis.validation.table import METRICS, Measurement, read_table
@@ -134,13 +137,22 @@ def _workload(t: Target) -> str:
 
 
 def validate(data: list[str | Path] | None = None,
-             profiles: list[str | Path] | None = None) -> ValidationReport:
-    """Map, predict and score every row (see module docstring)."""
+             profiles: list[str | Path] | None = None,
+             serving: list[str | Path] | None = None,
+             serving_predictor: str | None = None, strict: bool = False) -> ValidationReport:
+    """Map, predict and score every row (see module docstring). `serving`: measured serving
+    tables (serving_run.py); by default data/serving/aic_silicon_sample.csv when `data` is
+    also the default, none otherwise; [] skips them. `strict`: a row whose GPU variant is not
+    stated stays unmapped instead of taking the likeliest variant."""
     paths = default_data() if data is None else list(data)
+    if serving is None:
+        serving = [DEFAULT_SERVING] if data is None else []
+    if serving_predictor is not None:
+        get_predictor(serving_predictor)     # a bad name fails even without serving data
     bad_files: list[str] = []
     rows = load_rows(paths, skip_bad=data is None, skipped=bad_files)
     profs = _profiles(profiles)
-    targets, unmapped = map_rows(rows)
+    targets, unmapped = map_rows(rows, strict=strict)
     preds: list[tuple[Target, object, object]] = []
     skipped = [UnmappedRow(**_unmapped(u.measurement, u.reason)) for u in unmapped]
     for t in targets:
@@ -185,7 +197,9 @@ def validate(data: list[str | Path] | None = None,
         rows=results, unmapped=skipped,
         data=[_rel(p) for p in paths if not any(b.startswith(_rel(p) + " ") for b in bad_files)]
         + bad_files,
-        profiles=[name for name, _ in profs.values()], interval_level=iv.LEVEL)
+        profiles=[name for name, _ in profs.values()], interval_level=iv.LEVEL,
+        serving=validate_serving(serving, profs, serving_predictor, baseline="steady")
+        if serving else None)
 
 
 def fit_intervals(report: ValidationReport) -> iv.IntervalTable:

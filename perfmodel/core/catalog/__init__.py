@@ -2,7 +2,8 @@
 Hugging Face config.json importer (hf_config.py).
 
 Look-ups are exact: a short id (`llama-3.1-8b`) or a Hugging Face repo id
-(`meta-llama/Llama-3.1-8B`), case-insensitive, or a path to a config.json / .yaml spec.
+(`meta-llama/Llama-3.1-8B`), case-insensitive, a fine-tune alias stated in aliases.py
+(`vicuna-7b` -> llama-2-7b), or a path to a config.json / .yaml spec.
 Anything else raises UnknownIdError listing the closest ids; nothing is picked by substring.
 """
 
@@ -13,12 +14,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from perfmodel.core.catalog.aliases import ALIASES, alias_of
 from perfmodel.core.catalog.hf_config import load_hf_config
 from perfmodel.core.files import load_mapping
 from perfmodel.core.errors import SpecFileError, UnknownIdError, pydantic_message
 from perfmodel.core.specs import ModelSpec
 
-__all__ = ["catalog_dir", "list_models", "load_model", "load_spec_file", "load_hf_config"]
+__all__ = ["ALIASES", "alias_of", "catalog_dir", "list_models", "load_model", "load_spec_file",
+           "load_hf_config"]
 
 _YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -44,10 +47,13 @@ def load_model(query: str) -> ModelSpec:
     by_repo = {m.hf_repo.lower(): m for m in catalog.values() if m.hf_repo}
     if key in by_repo:
         return by_repo[key]
+    alias = alias_of(key)
+    if alias is not None:
+        return catalog[alias[0]]
     path = Path(q)
     if q and (_exists(path) or path.suffix.lower() in (".json",) + _YAML_SUFFIXES):
         return _load_path(path)
-    raise UnknownIdError("model", q, sorted(catalog))
+    raise UnknownIdError("model", q, sorted(catalog) + sorted(ALIASES))
 
 
 def load_spec_file(path: str | Path) -> ModelSpec:

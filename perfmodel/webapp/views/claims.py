@@ -20,6 +20,8 @@ def verdict_box(text: str) -> None:
     low = text.lower()
     if "implausible" in low or "not supported" in low or "beyond" in low:
         st.error(text)
+    elif "changing the model" in low or "weak baseline" in low:
+        st.warning(text)
     elif "plausible" in low or "supported" in low:
         st.success(text)
     else:
@@ -39,6 +41,8 @@ def combinations_table(combos) -> None:
                   "factor (x)": [num(c.factor) for c in combos],
                   "stretch": [num(c.stretch) for c in combos],
                   "verdict": [c.verdict for c in combos],
+                  "kind": [("changes the model: " + ", ".join(c.changes_output))
+                           if c.changes_output else "system" for c in combos],
                   "weak baseline": [", ".join(c.weak_baseline) for c in combos]}, hide_index=True)
 
 
@@ -82,6 +86,9 @@ def show_preset(pid: str) -> None:
                               else num(r.source) if r.source is not None else "") for r in rows],
                   "model": [num(r.model) if r.model is not None else "n/a" for r in rows],
                   "verdict": [r.verdict for r in rows], "why": [r.why for r in rows]}, hide_index=True)
+    for c in rep.source_checks:
+        if not c.consistent:
+            st.warning(f"The source contradicts itself: {c.step}, {c.quantity}: {c.why}")
     st.markdown("**Lever combinations that reach the claim**")
     combinations_table(rep.combinations)
     notes(rep.assumptions, rep.warnings)
@@ -128,9 +135,7 @@ def show_free(scn) -> None:
 def render() -> None:
     scn = inputs.sidebar("claims")
     st.title("Claim checker")
-    claims = inputs.optional("perfmodel.analysis.claims", "the claim checker (perfmodel/claims)")
-    if claims is None:
-        return
+    from perfmodel.analysis import claims
     st.radio("Check", ["preset", "free"], key="w_claim_mode", horizontal=True,
              format_func=lambda k: {"preset": "a seed document (preset)",
                                     "free": "my own claim against the sidebar scenario"}[k])

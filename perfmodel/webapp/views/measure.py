@@ -10,20 +10,11 @@ from perfmodel.core.errors import PerfModelError, pydantic_message
 from perfmodel.core.units import MS
 from perfmodel.webapp import charts_measure, inputs
 from perfmodel.webapp.data import api_kwargs
+from perfmodel.webapp.state import levels_of
 from perfmodel.webapp.texts import help_text, num
 
 MAX_SECONDS = 300.0          # one sweep from the page runs at most five minutes
 RUN_KEY = "measure_run_json"
-
-
-def levels_of(text: str) -> tuple[int, ...]:
-    try:
-        out = tuple(sorted({int(x) for x in text.replace(" ", "").split(",") if x}))
-    except ValueError:
-        raise PerfModelError(f"concurrency levels {text!r}: use integers separated by commas") from None
-    if not out:
-        raise PerfModelError("give at least one concurrency level")
-    return out
 
 
 def run_sweep(scn):
@@ -60,9 +51,7 @@ def predicted(run, scn):
 def render() -> None:
     scn = inputs.sidebar("measure")
     st.title("Measure an endpoint")
-    ep = inputs.optional("perfmodel.analysis.endpoint", "the endpoint benchmark (perfmodel/endpoint)")
-    if ep is None:
-        return
+    from perfmodel.analysis import endpoint as ep
     st.caption("Sends streamed requests to a running OpenAI-compatible server (vLLM, SGLang, "
                "TensorRT-LLM, llama.cpp, Ollama) at each concurrency level, and plots the model's "
                "prediction for the sidebar's model, GPU, engine and precision beside each level.")

@@ -1,0 +1,252 @@
+"""A measured serving point -> a configuration to predict (ServingTarget), or the reason it
+cannot be expressed yet (ServingUnmapped).
+
+General rules only (nothing here names a row, a model or a measured value):
+- engine: the backend through names.engine_id (trtllm, vllm, sglang -> their presets);
+- GPU: the system id with '_' -> '-' looked up exactly in hardware_db ('h100_sxm' -> h100-sxm);
+  failing that, the id without its form-factor suffix when hardware_db has that card and no
+  other variant of it ('b200_sxm' -> b200). New hardware_db cards map with no code change;
+- model: the Hugging Face repo id; a checkpoint-format suffix (-FP8, -NVFP4, ...) is dropped,
+  then the repo, and failing that its name part, go through names.model_id (exact catalog
+  look-up after lower-casing and dropping fine-tune suffixes). New catalog models map by
+  their hf_repo or id with no code change;
+- weights: the MoE quant mode for MoE models (experts hold most of the bytes), the GEMM quant
+  mode otherwise; with both empty the precision column, then the checkpoint suffix, else bf16.
+  QUANT_MODES gives the formats; KV precision is not in the file: fp8 for fp8/fp4 weights,
+  else bf16, stated in each row's assumptions (data/serving/README.md);
+- parallelism: tp, pp, and for MoE models ep = moe_ep_size; attention data parallelism is the
+  stated attention_dp_size, or when unstated moe_tp x moe_ep / tp (the GPUs the experts span
+  beyond the attention TP group). MoE columns of dense models are ignored;
+- load: concurrency = batch_size; prompt = isl; output = osl.
+Rows the model cannot express yet are unmapped with the reason: attention DP until the
+predictor supports it (its Capabilities, read from its signature, so the rows map once it
+does), and disaggregated rows (no disaggregated predictor exists yet).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.hardware import list_gpus
+from perfmodel.core.specs import ModelSpec, parse_format
+from perfmodel.analysis.validation.names import engine_id, model_id
+from perfmodel.analysis.validation.serving_table import ServingMeasurement
+
+# quant mode cell -> (weights, activations): the formats parse_format reads
+QUANT_MODES: dict[str, tuple[str, str]] = {
+    "bf16": ("bf16", "bf16"),
+    "fp16": ("fp16", "fp16"),
+    "fp8": ("fp8", "fp8"),               # per-tensor scaled W8A8
+    "fp8_block": ("fp8", "fp8"),         # one fp32 scale per 128x128 weight block: 0.002 bits
+    "nvfp4": ("fp4-g16", "fp4"),         # NVFP4: e2m1 with an fp8 scale per 16 values
+    "int4_wo": ("int4-g128", "bf16"),    # weight-only int4; group not stated: 128 (GPTQ/AWQ)
+}
+MODE_NOTES = {
+    "fp8_block": "fp8_block: block scales (one per 128x128 weights) add 0.002 bits per weight, "
+                 "not counted",
+    "int4_wo": "int4_wo: weight-only int4 with bf16 activations; group size not stated, 128 "
+               "assumed",
+}
+# checkpoint-name suffix -> the quant mode it names
+CHECKPOINT_SUFFIXES: dict[str, str] = {"fp8": "fp8", "nvfp4": "nvfp4", "fp4": "nvfp4"}
+_SUFFIX = re.compile(r"[-_](" + "|".join(CHECKPOINT_SUFFIXES) + r")$", re.IGNORECASE)
+_FORM_SUFFIX = re.compile(r"[-_](sxm\d?|pcie|nvl)$")
+
+
+class Capabilities(BaseModel):
+    """What the predictor can express beyond plain TP/PP/EP aggregated serving."""
+
+    model_config = ConfigDict(frozen=True)
+    attention_dp: bool = Field(default=False, description="Attention data parallelism.")
+
+
+class ServingTarget(BaseModel):
+    """A mapped serving row: everything the predictor needs."""
+
+    model_config = ConfigDict(frozen=True)
+    measurement: ServingMeasurement
+    model: str
+    gpu: str
+    engine: str
+    weights: str
+    activations: str
+    kv: str
+    tp: int = Field(gt=0)
+    pp: int = Field(gt=0)
+    ep: int = Field(gt=0)
+    attention_dp: int = Field(gt=0)
+    moe: bool
+    prompt: int = Field(gt=0)
+    output: int = Field(gt=0)
+    concurrency: int = Field(gt=0)
+    assumptions: list[str] = Field(default_factory=list)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp * self.attention_dp
+
+    def config(self) -> tuple:
+        """Everything but the concurrency: rows sharing it are predicted together."""
+        return (self.model, self.gpu, self.engine, self.weights, self.activations, self.kv,
+                self.tp, self.pp, self.ep, self.attention_dp, self.prompt, self.output)
+
+
+class ServingUnmapped(BaseModel):
+    """A row that cannot be predicted yet, and why."""
+
+    model_config = ConfigDict(frozen=True)
+    measurement: ServingMeasurement
+    reason: str
+
+
+def _count(text: str) -> int | None:
+    """A positive integer cell, or None for '', '0' and anything else."""
+    t = text.strip()
+    return int(t) if re.fullmatch(r"\d+", t) and int(t) > 0 else None
+
+
+def gpu_for_system(system: str) -> tuple[str | None, str]:
+    """(hardware_db id or None, reason) for a system id such as 'h100_sxm' or 'gb200'."""
+    s = system.strip().lower()
+    ids = {g.id for g in list_gpus()}
+    exact = s.replace("_", "-")
+    if exact in ids:
+        return exact, ""
+    base = _FORM_SUFFIX.sub("", s).replace("_", "-")
+    variants = [i for i in ids if i.startswith(base + "-")]
+    if base != exact and base in ids and not variants:
+        return base, ""
+    return None, f"GPU {system.strip()!r} is not in hardware_db (tried {exact!r}, {base!r})"
+
+
+def model_for_repo(repo: str) -> tuple[ModelSpec | None, str | None, str]:
+    """(catalog model or None, quant mode named by a checkpoint suffix, reason)."""
+    text = repo.strip()
+    m = _SUFFIX.search(text)
+    mode = CHECKPOINT_SUFFIXES[m.group(1).lower()] if m else None
+    text = _SUFFIX.sub("", text)
+    for key in (text, text.rsplit("/", 1)[-1]):
+        if not key:
+            continue
+        spec, _ = model_id(key)
+        if spec is not None:
+            return spec, mode, ""
+    return None, mode, f"model {repo.strip()!r} is not in the catalog"
+
+
+def _weights(r: ServingMeasurement, moe: bool, suffix_mode: str | None):
+    """(weights, activations, notes) or a reason string."""
+    gemm, expert = r.get("gemm_quant_mode").lower(), r.get("moe_quant_mode").lower()
+    bulk, other = (expert, gemm) if moe else (gemm, expert)
+    mode = bulk or other or r.get("precision").lower() or suffix_mode or "bf16"
+    if mode not in QUANT_MODES:
+        return f"quant mode {mode!r} has no format rule (known: {', '.join(QUANT_MODES)})"
+    notes = [MODE_NOTES[mode]] if mode in MODE_NOTES else []
+    if moe and gemm and expert and QUANT_MODES.get(gemm) != QUANT_MODES[mode]:
+        notes.append(f"GEMM quant mode {gemm!r} differs from the experts' {expert!r}: "
+                     "the experts' format is used for every matrix")
+    w, a = QUANT_MODES[mode]
+    return w, a, notes
+
+
+def _parallel(r: ServingMeasurement, moe: bool, caps: Capabilities):
+    """(tp, pp, ep, attention_dp, notes) or a reason string."""
+    tp, pp = _count(r.get("tp_size")) or 1, _count(r.get("pp_size")) or 1
+    if not moe:
+        dp = _count(r.get("attention_dp_size")) or 1
+        if dp > 1:
+            return f"attention data parallelism (attention_dp {dp}) of a dense model is not modelled"
+        return tp, pp, 1, 1, []
+    ep = _count(r.get("moe_ep_size")) or 1
+    moe_tp = _count(r.get("moe_tp_size")) or 1
+    dp = _count(r.get("attention_dp_size"))
+    notes = []
+    if dp is None:
+        span = moe_tp * ep
+        dp = span // tp if span > tp and span % tp == 0 else 1
+        if dp > 1:
+            notes.append(f"attention DP {dp} implied by moe_tp {moe_tp} x moe_ep {ep} over tp {tp}")
+    if dp > 1 and not caps.attention_dp:
+        return f"attention data parallelism (attention_dp {dp}) is not modelled yet"
+    return tp, pp, ep, dp, notes
+
+
+class Lookups:
+    """Name look-ups memoized for one pass over a table (the same few names repeat)."""
+
+    def __init__(self) -> None:
+        self._gpu: dict[str, tuple[str | None, str]] = {}
+        self._model: dict[str, tuple[ModelSpec | None, str | None, str]] = {}
+
+    def gpu(self, system: str) -> tuple[str | None, str]:
+        if system not in self._gpu:
+            self._gpu[system] = gpu_for_system(system)
+        return self._gpu[system]
+
+    def model(self, repo: str) -> tuple[ModelSpec | None, str | None, str]:
+        if repo not in self._model:
+            self._model[repo] = model_for_repo(repo)
+        return self._model[repo]
+
+
+def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
+                    lookups: Lookups | None = None):
+    """One row -> ServingTarget or ServingUnmapped(reason)."""
+    look = lookups or Lookups()
+
+    def no(reason: str) -> ServingUnmapped:
+        return ServingUnmapped(measurement=r, reason=reason)
+
+    if r.ttft_s is None or r.tpot_s is None:
+        return no("measured TTFT or TPOT is not a positive number")
+    mode = r.get("mode").lower()
+    if mode == "disagg":
+        return no("disaggregated prefill/decode workers are not modelled yet")
+    if mode != "agg":
+        return no(f"mode {r.get('mode')!r} is not agg or disagg")
+    engine, why, eng_notes = engine_id(r.get("backend"))
+    if engine is None:
+        return no(why)
+    gpu, why = look.gpu(r.get("system"))
+    if gpu is None:
+        return no(why)
+    spec, suffix_mode, why = look.model(r.get("model_path"))
+    if spec is None:
+        return no(why)
+    w = _weights(r, spec.is_moe, suffix_mode)
+    if isinstance(w, str):
+        return no(w)
+    par = _parallel(r, spec.is_moe, caps)
+    if isinstance(par, str):
+        return no(par)
+    prompt, output, conc = (_count(r.get(k)) for k in ("isl", "osl", "batch_size"))
+    if not (prompt and output and conc):
+        return no("isl, osl and batch_size must be positive integers")
+    weights, acts, w_notes = w
+    low_bits = parse_format(weights).name in ("fp8", "fp4")
+    kv = "fp8" if low_bits else "bf16"
+    kv_note = (f"KV cache {kv} assumed ({'fp8/fp4' if low_bits else '16-bit'} weights; "
+               "KV precision is not stated per row)")
+    tp, pp, ep, dp, p_notes = par
+    return ServingTarget(
+        measurement=r, model=spec.id, gpu=gpu, engine=engine, weights=weights,
+        activations=acts, kv=kv, tp=tp, pp=pp, ep=ep, attention_dp=dp, moe=spec.is_moe,
+        prompt=prompt, output=output, concurrency=conc,
+        assumptions=eng_notes + w_notes + [kv_note] + p_notes)
+
+
+def map_serving_rows(rows: list[ServingMeasurement], caps: Capabilities = Capabilities()):
+    """(targets, unmapped): every row ends up in one of them."""
+    mapped: list[ServingTarget] = []
+    unmapped: list[ServingUnmapped] = []
+    look = Lookups()
+    for r in rows:
+        try:
+            t = map_serving_row(r, caps, look)
+        except PerfModelError as exc:   # a name rule reached a bad catalog or hardware entry
+            t = ServingUnmapped(measurement=r, reason=str(exc))
+        (mapped if isinstance(t, ServingTarget) else unmapped).append(t)
+    return mapped, unmapped

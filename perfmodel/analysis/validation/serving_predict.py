@@ -1,0 +1,204 @@
+"""Predict mapped serving rows, one call per configuration, with a pluggable predictor.
+
+A predictor takes one configuration (everything but the concurrency: ServingTarget.config)
+and the concurrencies measured for it, and returns a PredictedPoint per concurrency. Rows
+sharing a configuration are predicted by one call (a curve is vectorized over concurrency),
+so validating thousands of rows costs a few hundred calls.
+
+Predictors:
+- "steady": perfmodel.serving.curve.serve_curve, the steady-state formulas (one new prompt at
+  a time among C running requests). Deterministic: its value is compared with the measured
+  mean as is.
+- "sim": the step-level simulator (api.serve, perfmodel/serving/simulate.py) when this checkout
+  has it: a closed-loop benchmark at each concurrency. Its mean TTFT/TPOT are compared when it
+  reports means, else its p50 (the report says which).
+A predictor's `statistic` says which of its outputs is compared with the measured means.
+`perfmodel validate` uses the steady-state formulas unless told otherwise (default_predictor,
+for speed); `--write-docs` uses the simulator when present (docs_predictor).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from perfmodel.core.catalog import load_model
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.hardware import load_gpu
+from perfmodel.core.profile import Profile
+from perfmodel.analysis.validation.serving_map import Capabilities, ServingTarget
+
+
+class PredictedPoint(BaseModel):
+    """The predicted latencies of one configuration at one concurrency."""
+
+    model_config = ConfigDict(frozen=True)
+    ttft_s: float = Field(gt=0)
+    tpot_s: float = Field(gt=0)
+    fits: bool = Field(description="The memory model holds this concurrency.")
+
+
+PredictFn = Callable[..., dict[int, "PredictedPoint | str"]]   # str: why not at that level
+
+
+@dataclass(frozen=True)
+class Predictor:
+    name: str
+    description: str
+    statistic: str          # what is compared with the measured means
+    capabilities: Capabilities
+    fn: PredictFn
+
+
+class _Specs:
+    """Catalog and hardware_db look-ups memoized for one validation pass."""
+
+    def __init__(self) -> None:
+        self._models: dict = {}
+        self._gpus: dict = {}
+
+    def model(self, mid: str):
+        if mid not in self._models:
+            self._models[mid] = load_model(mid)
+        return self._models[mid]
+
+    def gpu(self, gid: str):
+        if gid not in self._gpus:
+            self._gpus[gid] = load_gpu(gid)
+        return self._gpus[gid]
+
+
+def _check(value: float, what: str) -> float:
+    if not (value > 0 and value != float("inf")):   # also rejects NaN
+        raise ArithmeticError(f"non-finite or non-positive predicted {what}: {value!r}")
+    return value
+
+
+def steady_state(t: ServingTarget, concurrencies: list[int], profile: Profile | None,
+                 specs: _Specs) -> dict[int, PredictedPoint]:
+    """serve_curve at the measured concurrencies (perfmodel/serving/curve.py)."""
+    from perfmodel.serving.curve import serve_curve   # noqa: PLC0415 - serving layer
+    extra = _dp_kwarg(serve_curve, t)
+    cv = serve_curve(specs.model(t.model), specs.gpu(t.gpu), weights=t.weights, kv=t.kv,
+                     activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp, ep=t.ep,
+                     prompt=t.prompt, output=t.output, concurrencies=concurrencies,
+                     profile=profile, **extra)
+    return {p.concurrency: PredictedPoint(ttft_s=_check(p.ttft_s, "TTFT"),
+                                          tpot_s=_check(p.tpot_s, "TPOT"), fits=p.fits)
+            for p in cv.points}
+
+
+def _sim_stat(fields) -> str:
+    """'mean' when the simulator reports means (what the file measured), else 'p50'."""
+    return "mean" if {"ttft_mean_s", "tpot_mean_s"} <= set(fields) else "p50"
+
+
+def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | None,
+              specs: _Specs) -> dict[int, PredictedPoint | str]:
+    """The step-level simulator (perfmodel/serving/simulate.py through api.serve), closed loop
+    at the measured concurrencies with fixed lengths; a level it cannot run gives its reason."""
+    from perfmodel import api   # noqa: PLC0415 - exists only once the simulator is merged
+    extra = _dp_kwarg(api.serve, t)
+    rep = api.serve(specs.model(t.model), specs.gpu(t.gpu), weights=t.weights, kv=t.kv,
+                    activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp, ep=t.ep,
+                    profile=profile, prompt_tokens=t.prompt, output_tokens=t.output,
+                    concurrencies=concurrencies, **extra)
+    out: dict[int, PredictedPoint | str] = {}
+    for p in rep.points:
+        stat = _sim_stat(type(p).model_fields)
+        ttft, tpot = getattr(p, f"ttft_{stat}_s"), getattr(p, f"tpot_{stat}_s")
+        if ttft is None or tpot is None or not (ttft > 0 and tpot > 0):
+            out[p.concurrency] = f"the simulator gives no TTFT/TPOT: {p.reason or 'no reason'}"
+            continue
+        out[p.concurrency] = PredictedPoint(ttft_s=_check(ttft, "TTFT"),
+                                            tpot_s=_check(tpot, "TPOT"), fits=p.fits)
+    return out
+
+
+DP_KEYWORDS = ("dp", "attention_dp")   # how a predictor may spell attention data parallelism
+
+
+def _dp_keyword(fn) -> str | None:
+    params = inspect.signature(fn).parameters
+    return next((k for k in DP_KEYWORDS if k in params), None)
+
+
+def _dp_kwarg(fn, t: ServingTarget) -> dict:
+    """{dp keyword: attention DP} when the row needs it (mapping only lets such rows through
+    when the predictor takes the keyword)."""
+    key = _dp_keyword(fn)
+    return {key: t.attention_dp} if key and t.attention_dp > 1 else {}
+
+
+def predictors() -> dict[str, Predictor]:
+    """Every predictor available in this checkout, by name."""
+    from perfmodel.serving.curve import serve_curve   # noqa: PLC0415
+    out = {"steady": Predictor(
+        name="steady", description="steady-state serve_curve (perfmodel/serving/curve.py)",
+        statistic="steady-state value (deterministic)",
+        capabilities=Capabilities(attention_dp=_dp_keyword(serve_curve) is not None),
+        fn=steady_state)}
+    try:
+        from perfmodel import api   # noqa: PLC0415
+        from perfmodel.serving.simulate import ServePoint   # noqa: PLC0415
+    except ImportError:
+        return out
+    if hasattr(api, "serve"):
+        stat = _sim_stat(ServePoint.model_fields)
+        out["sim"] = Predictor(
+            name="sim", description="step-level simulator (perfmodel/serving/simulate.py)",
+            statistic=f"simulated {stat} over the run's requests",
+            capabilities=Capabilities(attention_dp=_dp_keyword(api.serve) is not None),
+            fn=simulated)
+    return out
+
+
+def default_predictor() -> str:
+    """The steady-state formulas: a quick estimate that keeps `perfmodel validate` within a
+    few seconds. The simulator costs a few tenths of a second per configuration, minutes
+    over the file's hundreds of configurations; it is what the docs report (docs_predictor)."""
+    return "steady"
+
+
+def docs_predictor() -> str:
+    """What docs/accuracy.md reports: the simulator when this checkout has it."""
+    return "sim" if "sim" in predictors() else "steady"
+
+
+def get_predictor(name: str | None) -> Predictor:
+    avail = predictors()
+    key = default_predictor() if name is None else name
+    if key not in avail:
+        raise PerfModelError(f"unknown serving predictor {name!r}; available: {', '.join(avail)}")
+    return avail[key]
+
+
+def predict_targets(targets: list[ServingTarget], predictor: Predictor,
+                    profile: Profile | None = None):
+    """(per-target PredictedPoint or None, per-target reason or None), in input order.
+    Rows whose configuration the model refuses get the refusal as their reason."""
+    specs = _Specs()
+    groups: dict[tuple, list[int]] = {}
+    for i, t in enumerate(targets):
+        groups.setdefault(t.config(), []).append(i)
+    points: list[PredictedPoint | None] = [None] * len(targets)
+    reasons: list[str | None] = [None] * len(targets)
+    for idx in groups.values():
+        first = targets[idx[0]]
+        concs = sorted({targets[i].concurrency for i in idx})
+        try:
+            got = predictor.fn(first, concs, profile, specs)
+        except PerfModelError as exc:
+            for i in idx:
+                reasons[i] = f"the model refuses: {exc}"
+            continue
+        for i in idx:
+            g = got.get(targets[i].concurrency, "no prediction at this concurrency")
+            if isinstance(g, str):
+                reasons[i] = g
+            else:
+                points[i] = g
+    return points, reasons

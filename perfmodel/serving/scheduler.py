@@ -1,0 +1,332 @@
+"""A discrete, step-level simulation of an engine's scheduler serving a stream of requests.
+
+Continuous batching (vLLM V1, TensorRT-LLM in-flight batching, llama.cpp, SGLang): each step
+- mixed engines (SchedulerSpec.mixed_prefill): the running decodes take one token of the
+  step's token budget each, running prompts continue their chunk next, then waiting requests
+  are admitted in arrival order while sequences (max_num_seqs), budget and KV blocks last
+  (vLLM V1 scheduler.schedule: running first, then waiting);
+- separate prefill steps (SGLang): a step is a prompt-only batch whenever a prompt can be
+  admitted or is half done (prefill_first), else a decode step of every running sequence;
+- a prompt longer than what is left of the budget is split over steps (chunked_prefill);
+- KV memory is counted in blocks of the engine's page size; when a step's blocks do not
+  fit, the most recently admitted sequence is preempted and later recomputed over its prompt
+  and the tokens it had generated (vLLM's default PreemptionMode.RECOMPUTE);
+- with kv_reserve_output (TensorRT-LLM GUARANTEED_NO_EVICT) a request is admitted only if
+  the blocks of its whole prompt + output fit beside those reserved by the running ones;
+- prefix-cache hits start a prompt at its cached tokens (they hold KV but cost no compute).
+A request is visible to the scheduler per_request_overhead_s after it is sent (tokenization,
+API server). Between events (an arrival, a finish, KV running out) a decode-only batch is
+fixed and every context grows by one per step, so such runs are priced in one vectorized call.
+
+Static batching (hf-eager, torch-*): when idle, the engine takes every waiting request up to
+what fits padded, prefills them together at the longest prompt, decodes until the longest
+output ends and returns them all together; nobody joins a running batch.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perfmodel.serving.stepcost import StepCost
+from perfmodel.serving.workload import Requests
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The scheduler parameters one run needs (from SchedulerSpec.limits and the memory model)."""
+
+    static: bool
+    mixed: bool
+    chunked: bool
+    max_seqs: int
+    token_budget: int | None
+    total_blocks: int
+    block_tokens: int
+    reserve_output: bool
+    request_overhead_s: float
+
+
+@dataclass
+class Trace:
+    """What happened: per request times, pooled inter-token gaps, per segment timeline."""
+
+    first_s: np.ndarray
+    finish_s: np.ndarray
+    send_s: np.ndarray
+    preemptions: int = 0
+    itl_values: list = field(default_factory=list)
+    itl_weights: list = field(default_factory=list)
+    # timeline segments: start, duration, steps, decode rows, prompt tokens, waiting, KV blocks
+    segments: list = field(default_factory=list)
+    max_running: int = 0
+
+
+class _Sim:
+    def __init__(self, cost: StepCost, req: Requests, pol: Policy):
+        self.cost, self.pol = cost, pol
+        n = req.prompt_tokens.size
+        self.n = n
+        self.prompt, self.out, self.cached = req.prompt_tokens, req.output_tokens, req.cached_tokens
+        self.need = self.prompt.copy()          # tokens to prefill (grows on recompute)
+        self.done = self.cached.copy()          # prefilled so far (cached prefix included)
+        self.ctx = self.cached.copy()           # tokens holding KV
+        self.gen = np.zeros(n)
+        self.blocks = np.zeros(n)
+        self.tr = Trace(first_s=np.full(n, np.nan), finish_s=np.full(n, np.nan),
+                        send_s=np.full(n, np.nan))
+        self.pending: list = []                 # heap of (visible_s, index)
+        self.next_send = 0                      # closed loop: next request to send
+        self.waiting: deque = deque()
+        self.running: list[int] = []
+        self._run_arr: np.ndarray | None = None  # cached np.array(running), reset on change
+        self.used_blocks = 0.0
+        self.finished = 0
+        self.t = 0.0
+        self.closed = req.send_s is None
+        if self.closed:
+            for _ in range(min(int(req.concurrency or 1), n)):
+                self._send(0.0)
+        else:
+            for i, s in enumerate(req.send_s):
+                self.tr.send_s[i] = s
+                heapq.heappush(self.pending, (s + pol.request_overhead_s, i))
+
+    # ---------------------------------------------------------------- arrivals and KV
+    def _send(self, t: float) -> None:
+        i = self.next_send
+        self.next_send += 1
+        self.tr.send_s[i] = t
+        heapq.heappush(self.pending, (t + self.pol.request_overhead_s, i))
+
+    def _release(self) -> None:
+        while self.pending and self.pending[0][0] <= self.t * (1 + 1e-12) + 1e-15:
+            self.waiting.append(heapq.heappop(self.pending)[1])
+
+    def _run(self) -> np.ndarray:
+        if self._run_arr is None:
+            self._run_arr = np.array(self.running, dtype=int)
+        return self._run_arr
+
+    def _blocks_for(self, tokens):
+        return np.ceil(np.asarray(tokens, dtype=float) / self.pol.block_tokens)
+
+    def _free(self) -> float:
+        return self.pol.total_blocks - self.used_blocks
+
+    def _set_ctx(self, i, ctx) -> None:
+        """Set the KV length of request(s) i (an index or an index array)."""
+        b = np.ceil(np.asarray(ctx, dtype=float) / self.pol.block_tokens)
+        self.used_blocks += float(np.sum(b - self.blocks[i]))
+        self.blocks[i] = b
+        self.ctx[i] = ctx
+
+    def _preempt_last(self) -> None:
+        i = self.running.pop()
+        self._run_arr = None
+        self.used_blocks -= self.blocks[i]
+        self.blocks[i] = 0.0
+        self.need[i] = self.prompt[i] + self.gen[i]
+        self.done[i] = self.cached[i]
+        self.ctx[i] = 0.0
+        self._set_ctx(i, self.cached[i])
+        self.waiting.appendleft(i)
+        self.tr.preemptions += 1
+
+    def _finish(self, i: int, t: float) -> None:
+        self.tr.finish_s[i] = t
+        self.used_blocks -= self.blocks[i]
+        self.blocks[i] = 0.0
+        self.finished += 1
+        if self.closed and self.next_send < self.n:
+            self._send(t)
+
+    # ---------------------------------------------------------------- continuous batching
+    def _plan(self, force_decode: bool = False):
+        """This step's decode rows and prompt chunks [(index, tokens)], preempting as needed."""
+        pol = self.pol
+        budget = float("inf") if pol.token_budget is None else float(pol.token_budget)
+        preempted = False
+        while True:
+            run = self._run()
+            prefilling = self.done[run] < self.need[run]
+            partial = run[prefilling]
+            prefill_turn = (not pol.mixed and not force_decode
+                            and bool(partial.size or self._admissible(budget)))
+            dec = np.zeros(0, int) if prefill_turn else run[~prefilling][:int(min(budget, run.size))]
+            # one more token needs a new block only where the last block is full
+            grow = float(np.count_nonzero(self.blocks[dec] * pol.block_tokens <= self.ctx[dec]))
+            if grow <= self._free() or not self.running:
+                break
+            self._preempt_last()
+            preempted = True
+        left = budget - dec.size
+        chunks = []
+        if pol.mixed or prefill_turn:
+            spare = self._free() - grow
+            bs = pol.block_tokens
+            for i in partial.tolist():
+                c = min(float(self.need[i] - self.done[i]), left)
+                if c <= 0 or (not pol.chunked and c < self.need[i] - self.done[i]):
+                    break
+                extra = math.ceil((float(self.ctx[i]) + c) / bs) - float(self.blocks[i])
+                if extra > spare:
+                    break
+                chunks.append((int(i), c))
+                spare -= extra
+                left -= c
+            while (self.waiting and left > 0 and len(self.running) < pol.max_seqs
+                   and not preempted):     # vLLM admits nobody in a step that preempted
+                i = self.waiting[0]
+                c = min(float(self.need[i] - self.done[i]), left)
+                if not pol.chunked and c < self.need[i] - self.done[i]:
+                    break
+                extra = math.ceil((float(self.ctx[i]) + c) / bs) - float(self.blocks[i])
+                if extra > spare or (pol.reserve_output and not self._reservable(i)):
+                    break
+                self.waiting.popleft()
+                self.running.append(i)
+                self._run_arr = None
+                chunks.append((int(i), c))
+                spare -= extra
+                left -= c
+        if prefill_turn and not chunks:
+            return self._plan(force_decode=True)
+        return dec, chunks
+
+    def _admissible(self, budget: float) -> bool:
+        """Could the first waiting request start a prompt-only step now?"""
+        if not self.waiting or len(self.running) >= self.pol.max_seqs:
+            return False
+        i = self.waiting[0]
+        c = min(self.need[i] - self.done[i], budget)
+        if not self.pol.chunked and c < self.need[i] - self.done[i]:
+            return False
+        if self.pol.reserve_output and not self._reservable(i):
+            return False
+        return (math.ceil((float(self.ctx[i]) + c) / self.pol.block_tokens)
+                - float(self.blocks[i])) <= self._free()
+
+    def _reservable(self, i: int) -> bool:
+        run = self._run()
+        reserved = float(np.sum(self._blocks_for(self.need[run] + self.out[run]))) if run.size else 0.0
+        return reserved + float(self._blocks_for(self.need[i] + self.out[i] - self.gen[i])) <= self.pol.total_blocks
+
+    def _decode_run(self, dec: np.ndarray) -> None:
+        """k decode-only steps until the next event, priced in one call."""
+        k = int(np.min(self.out[dec] - self.gen[dec]))
+        k = min(k, self._kv_steps(dec, k))
+        dur = self.cost.decode_run_s(dec.size, float(np.mean(self.ctx[dec])), k)
+        ends = self.t + np.cumsum(dur)
+        if self.pending:
+            k = min(k, int(np.searchsorted(ends, self.pending[0][0])) + 1)
+        self._record(dec.size, 0, k, float(ends[k - 1] - self.t))
+        self.tr.itl_values.append(dur[:k])
+        self.tr.itl_weights.append(dec.size)
+        self.t = float(ends[k - 1])
+        self._set_ctx(dec, self.ctx[dec] + k)
+        self.gen[dec] += k
+        self._retire(dec)
+
+    def _kv_steps(self, dec: np.ndarray, k: int) -> int:
+        """Most decode steps (<= k, >= 1) whose KV blocks fit. With e_i empty slots in a
+        sequence's last block, j more tokens need ceil(max(0, j - e_i) / bs) blocks, so
+        over d sequences g(q bs + r) = q d + #{e_i < r} (0 <= r < bs): the largest j with
+        g(j) <= free is q bs + min(e_(rem), bs - 1), q = free // d, rem = free - q d."""
+        bs, d = self.pol.block_tokens, dec.size
+        free = int(round(self._free()))
+        if free >= d * (k // bs + 1):       # every sequence can grow k tokens: no search
+            return k
+        q, rem = divmod(max(free, 0), d)
+        e = self.blocks[dec] * bs - self.ctx[dec]
+        r = min(float(np.partition(e, rem)[rem]), bs - 1.0)
+        return int(max(1, min(k, q * bs + r)))
+
+    def _retire(self, idx) -> None:
+        idx = np.asarray(idx, dtype=int)
+        done = idx[self.gen[idx] >= self.out[idx]].tolist() if idx.size else []
+        if done:
+            run = self._run()
+            self._run_arr = run[~np.isin(run, done)]
+            self.running = self._run_arr.tolist()
+            for i in done:
+                self._finish(i, self.t)
+
+    def _step(self, dec: np.ndarray, chunks: list) -> None:
+        idx = np.fromiter((i for i, _ in chunks), dtype=int, count=len(chunks))
+        size = np.fromiter((c for _, c in chunks), dtype=float, count=len(chunks))
+        ends = self.done[idx] + size >= self.need[idx]
+        dur = self.cost.step_s(dec.size, float(np.sum(self.ctx[dec])), size.tolist(),
+                               self.ctx[idx].tolist(), int(np.count_nonzero(ends)))
+        self._record(dec.size, float(size.sum()), 1, dur)
+        self.t += dur
+        if dec.size:
+            self.tr.itl_values.append(np.array([dur]))
+            self.tr.itl_weights.append(dec.size)
+            self._set_ctx(dec, self.ctx[dec] + 1)
+            self.gen[dec] += 1
+        if idx.size:
+            self.done[idx] += size
+            self._set_ctx(idx, self.ctx[idx] + size)
+            firsts = idx[ends]
+            self.gen[firsts] += 1
+            new = firsts[np.isnan(self.tr.first_s[firsts])]
+            self.tr.first_s[new] = self.t
+            dec = np.concatenate([dec, firsts])
+        self._retire(dec)
+
+    def _record(self, d, p, steps, dur) -> None:
+        self.tr.segments.append((self.t, dur, steps, d, p, len(self.waiting), self.used_blocks))
+        self.tr.max_running = max(self.tr.max_running, len(self.running))
+
+    def run_continuous(self) -> Trace:
+        while self.finished < self.n:
+            self._release()
+            if not self.running and not self.waiting:
+                self.t = max(self.t, self.pending[0][0])
+                continue
+            dec, chunks = self._plan()
+            if not chunks and not dec.size:   # nothing schedulable: a request larger than KV
+                raise RuntimeError("scheduler stalled: a request does not fit the KV cache")
+            blocked = not self.waiting or len(self.running) >= self.pol.max_seqs
+            if not chunks and (blocked or not self._admissible(float("inf"))):
+                self._decode_run(dec)
+            else:
+                self._step(dec, chunks)
+        return self.tr
+
+    # ---------------------------------------------------------------- static batching
+    def run_static(self) -> Trace:
+        while self.finished < self.n:
+            self._release()
+            if not self.waiting:
+                self.t = max(self.t, self.pending[0][0])
+                continue
+            batch = [self.waiting.popleft() for _ in range(min(len(self.waiting), self.pol.max_seqs))]
+            b = np.asarray(batch, dtype=int)
+            pm, om = float(self.prompt[b].max()), float(self.out[b].max())
+            self.tr.max_running = max(self.tr.max_running, b.size)
+            pre = self.cost.step_s(0, 0.0, [pm] * b.size, [0.0] * b.size, b.size)
+            self.tr.segments.append((self.t, pre, 1, 0, pm * b.size, len(self.waiting), 0.0))
+            self.t += pre
+            self.tr.first_s[b] = self.t
+            if om > 1:
+                dur = self.cost.decode_run_s(b.size, pm, int(om) - 1)
+                self.tr.segments.append((self.t, float(dur.sum()), int(om) - 1, b.size, 0.0,
+                                         len(self.waiting), 0.0))
+                self.tr.itl_values.append(dur)
+                self.tr.itl_weights.append(b.size)
+                self.t += float(dur.sum())
+            for i in batch:
+                self._finish(i, self.t)
+        return self.tr
+
+
+def simulate(cost: StepCost, req: Requests, pol: Policy) -> Trace:
+    """Run every request to completion under the policy; times in seconds from t=0."""
+    sim = _Sim(cost, req, pol)
+    return sim.run_static() if pol.static else sim.run_continuous()

@@ -1,0 +1,241 @@
+"""Simulated serving benchmark -> the percentiles `bench-endpoint` measures (LevelStats keys).
+
+`simulate_points(sc, workloads)` prices every step from one step-cost surface
+(serving/stepcost.py, one batched call of the op list), runs the engine's scheduler
+(serving/scheduler.py) over each workload and summarizes the requests as a load generator
+would:
+  TTFT = first token - send;  E2E = last token - send;  TPOT = (E2E - TTFT) / (O - 1);
+  ITL  = every decode step's duration, once per sequence it advanced (pooled);
+  wall = first send -> last finish; output tok/s = output tokens / wall; req/s = N / wall;
+  goodput = requests meeting both SLOs / wall.
+Percentiles interpolate between order statistics (numpy's default), as stats.percentile.
+KV capacity: the memory model's usable bytes minus weights, runtime reserve and the
+activation peak, divided by the KV bytes of one token (every layer holding the full
+context: conservative for sliding-window models), in blocks of the engine's page size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.memory import kv_cache_bytes
+from perfmodel.core.predict import Scenario
+from perfmodel.serving import stepcost
+from perfmodel.serving.batching import capacity_bytes, loaded_bytes
+from perfmodel.serving.scheduler import Policy, Trace, simulate
+from perfmodel.serving.workload import Requests, ServeWorkload
+
+OPEN_LOOP_REFERENCE_SEQS = 256   # activation peak of an open-loop run: this many sequences
+
+
+class ServeTimeline(BaseModel):
+    """A simulated run segment by segment (a segment is one step, or a run of decode-only
+    steps with the same batch): typed arrays of equal length."""
+
+    model_config = ConfigDict(frozen=True)
+    start_s: list[float]
+    duration_s: list[float]
+    steps: list[int]
+    decode_rows: list[int]
+    prefill_tokens: list[float]
+    waiting: list[int]
+    kv_used_fraction: list[float]
+
+
+class ServePoint(BaseModel):
+    """One simulated level: the keys of bench-endpoint's LevelStats, plus fits and goodput."""
+
+    model_config = ConfigDict(frozen=True)
+    concurrency: int | None = Field(description="closed loop: requests in flight")
+    rate_rps: float | None = Field(description="open loop: offered arrival rate")
+    num_requests: int
+    fits: bool = Field(description="every request in flight holds its KV at once and the engine admits them")
+    reason: str = Field(description="why not, or what limits the level")
+    ttft_p50_s: float | None = None
+    ttft_p90_s: float | None = None
+    ttft_p99_s: float | None = None
+    ttft_mean_s: float | None = None
+    tpot_mean_s: float | None = None
+    tpot_p50_s: float | None = None
+    tpot_p90_s: float | None = None
+    itl_p50_s: float | None = None
+    itl_p90_s: float | None = None
+    itl_p99_s: float | None = None
+    e2e_p50_s: float | None = None
+    e2e_p90_s: float | None = None
+    e2e_mean_s: float | None = None
+    output_tok_s_total: float | None = None
+    request_rate_rps: float | None = None
+    wall_s: float | None = None
+    preemptions: int = 0
+    max_running: int = Field(default=0, description="most sequences running at once")
+    kv_capacity_tokens: int | None = Field(default=None, description="KV pool in tokens (per GPU)")
+    goodput_rps: float | None = Field(default=None, description="requests meeting the SLOs per second")
+    slo_attainment: float | None = Field(default=None, description="share of requests meeting the SLOs")
+    timeline: ServeTimeline | None = None
+
+
+def _pct(x: np.ndarray, p: float) -> float | None:
+    return float(np.percentile(x, p)) if x.size else None
+
+
+def _weighted_pct(values: np.ndarray, weights: np.ndarray, p: float) -> float | None:
+    """np.percentile of `values` each repeated `weights` times, without expanding them."""
+    if not values.size or weights.sum() <= 0:
+        return None
+    order = np.argsort(values, kind="stable")
+    v, cum = values[order], np.cumsum(weights[order])
+    rank = p / 100.0 * (cum[-1] - 1)
+    lo, hi = math.floor(rank), math.ceil(rank)
+    vlo, vhi = v[np.searchsorted(cum, lo, side="right")], v[np.searchsorted(cum, hi, side="right")]
+    return float(vlo + (vhi - vlo) * (rank - lo))
+
+
+class _Kv:
+    """KV pool of one run: blocks, page size, tokens, or why nothing fits."""
+
+    def __init__(self, sc: Scenario, seqs: float, context: int):
+        bs = sc.engine.kv_block_tokens
+        loaded = float(loaded_bytes(sc, seqs, context))
+        pool = float(capacity_bytes(sc, seqs, context)) - loaded
+        per_token = float(kv_cache_bytes(sc.model, sc.precision, batch=1, context=1, dep=sc.dep))
+        self.block_tokens = bs
+        self.blocks = max(0, int(pool // (per_token * bs))) if pool > 0 else 0
+        self.tokens = self.blocks * bs
+        self.pool_bytes, self.loaded_bytes = pool, loaded
+
+
+def with_scheduler(sc: Scenario, *, max_num_seqs: int | None = None,
+                   max_num_batched_tokens: int | None = None) -> Scenario:
+    """The scenario with the engine's scheduler limits overridden (on every GPU size)."""
+    upd = {}
+    if max_num_seqs is not None:
+        upd.update(max_num_seqs=max_num_seqs, small_gpu_max_num_seqs=max_num_seqs,
+                   seqs_divided_by_pp=False)
+    if max_num_batched_tokens is not None:
+        upd.update(max_num_batched_tokens=max_num_batched_tokens,
+                   small_gpu_max_num_batched_tokens=max_num_batched_tokens)
+    if not upd:
+        return sc
+    sched = sc.engine.scheduler.model_copy(update=upd)
+    return replace(sc, engine=sc.engine.model_copy(update={"scheduler": sched}))
+
+
+def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
+    """The run's scheduler parameters, or None with the reason nothing can run."""
+    sched = sc.engine.scheduler
+    eng_seqs, budget = sched.limits(sc.hw, sc.dep.pp)
+    static = sc.engine.batching == "static"
+    P, O = wl.longest_prompt, wl.longest_output
+    ref = wl.concurrency or min(eng_seqs or OPEN_LOOP_REFERENCE_SEQS, OPEN_LOOP_REFERENCE_SEQS)
+    kv = _Kv(sc, ref, P + O)
+    need = math.ceil((P + O) / kv.block_tokens)
+    if kv.blocks < need:
+        gb = kv.pool_bytes / 1e9
+        return None, (f"one request of {P}+{O} tokens needs {need * kv.block_tokens} KV tokens; "
+                      f"the KV pool holds {kv.tokens} ({gb:.2f} GB left after weights, reserve "
+                      "and activations)"), False
+    max_seqs = eng_seqs or 1 << 30
+    if static:
+        max_seqs = min(max_seqs, kv.tokens // (P + O))   # padded and preallocated
+        budget = None
+    pol = Policy(static=static, mixed=sched.mixed_prefill, chunked=sched.chunked_prefill,
+                 max_seqs=int(max_seqs), token_budget=budget, total_blocks=kv.blocks,
+                 block_tokens=kv.block_tokens, reserve_output=sched.kv_reserve_output,
+                 request_overhead_s=sc.engine.per_request_overhead_s)
+    reason, fits = f"KV pool {kv.tokens} tokens", True
+    if wl.concurrency is not None:
+        resident = min(wl.concurrency, wl.n_requests)
+        if resident > max_seqs:
+            fits, reason = False, (f"concurrency {resident} > {max_seqs} sequences the engine "
+                                   "runs at once: the rest queue")
+        elif resident * need > kv.blocks:
+            fits, reason = False, (f"concurrency {resident} x {P + O} tokens exceeds the KV pool "
+                                   f"of {kv.tokens} tokens: requests queue or are preempted")
+    return pol, reason, fits
+
+
+def _cost(sc: Scenario, wls: list[ServeWorkload], pols: list[Policy]) -> stepcost.StepCost:
+    """One surface wide enough for every run."""
+    seqs = rows = chunk = ctx = 1
+    for wl, pol in zip(wls, pols):
+        P, O = wl.longest_prompt, wl.longest_output
+        s = min(pol.max_seqs, wl.n_requests, pol.total_blocks * pol.block_tokens)
+        seqs, ctx = max(seqs, s), max(ctx, P + O)
+        if pol.static:
+            rows, chunk = max(rows, s * P), max(chunk, P)
+        else:
+            c = min(pol.token_budget or P + O, P + O)
+            rows, chunk = max(rows, s + (pol.token_budget or s * (P + O))), max(chunk, c)
+    return stepcost.build(sc, max_rows=rows, max_seqs=seqs, max_chunk=chunk, max_context=ctx)
+
+
+def simulate_points(sc: Scenario, workloads: list[ServeWorkload], *, ttft_slo_s: float | None = None,
+                    tpot_slo_s: float | None = None, timeline: bool = False) -> list[ServePoint]:
+    """Simulate each workload on the scenario (one step-cost surface for all of them)."""
+    plans = [_policy(sc, wl) for wl in workloads]
+    runnable = [(wl, p[0]) for wl, p in zip(workloads, plans) if p[0] is not None]
+    cost = _cost(sc, [w for w, _ in runnable], [p for _, p in runnable]) if runnable else None
+    out = []
+    for wl, (pol, reason, fits) in zip(workloads, plans):
+        head = dict(concurrency=wl.concurrency, rate_rps=wl.rate_rps, num_requests=wl.n_requests)
+        if pol is None:
+            out.append(ServePoint(**head, fits=False, reason=reason))
+            continue
+        req = wl.requests()
+        tr = simulate(cost, req, pol)
+        out.append(_summarize(tr, req, pol, head, fits, reason, ttft_slo_s, tpot_slo_s, timeline))
+    return out
+
+
+def _summarize(tr: Trace, req: Requests, pol: Policy, head: dict, fits: bool, reason: str,
+               ttft_slo_s, tpot_slo_s, timeline: bool) -> ServePoint:
+    ttft = tr.first_s - tr.send_s
+    e2e = tr.finish_s - tr.send_s
+    multi = req.output_tokens > 1
+    tpot = (tr.finish_s[multi] - tr.first_s[multi]) / (req.output_tokens[multi] - 1)
+    wall = float(np.max(tr.finish_s) - np.min(tr.send_s))
+    wall = wall if wall > 0 else float("nan")
+    itl_v = np.concatenate(tr.itl_values) if tr.itl_values else np.zeros(0)
+    itl_w = (np.concatenate([np.full(v.size, w, float) for v, w in zip(tr.itl_values, tr.itl_weights)])
+             if tr.itl_values else np.zeros(0))
+    good = np.ones(ttft.size, bool)
+    if ttft_slo_s is not None:
+        good &= ttft <= ttft_slo_s
+    if tpot_slo_s is not None:
+        tp_all = np.where(multi, (tr.finish_s - tr.first_s) / np.maximum(req.output_tokens - 1, 1), 0.0)
+        good &= tp_all <= tpot_slo_s
+    slo = ttft_slo_s is not None or tpot_slo_s is not None
+    vals = dict(
+        ttft_p50_s=_pct(ttft, 50), ttft_p90_s=_pct(ttft, 90), ttft_p99_s=_pct(ttft, 99),
+        ttft_mean_s=float(np.mean(ttft)), tpot_mean_s=float(np.mean(tpot)) if tpot.size else None,
+        tpot_p50_s=_pct(tpot, 50), tpot_p90_s=_pct(tpot, 90),
+        itl_p50_s=_weighted_pct(itl_v, itl_w, 50), itl_p90_s=_weighted_pct(itl_v, itl_w, 90),
+        itl_p99_s=_weighted_pct(itl_v, itl_w, 99),
+        e2e_p50_s=_pct(e2e, 50), e2e_p90_s=_pct(e2e, 90), e2e_mean_s=float(np.mean(e2e)),
+        output_tok_s_total=float(req.output_tokens.sum()) / wall,
+        request_rate_rps=ttft.size / wall, wall_s=wall,
+        goodput_rps=float(good.sum()) / wall if slo else None,
+        slo_attainment=float(good.mean()) if slo else None)
+    bad = [k for k, v in vals.items() if v is not None and not math.isfinite(v)]
+    if bad:
+        raise PerfModelError(f"the simulated run has no finite {', '.join(bad)} "
+                             "(zero-length run): check the workload")
+    tl = _timeline(tr, pol) if timeline else None
+    return ServePoint(**head, fits=fits, reason=reason, preemptions=tr.preemptions,
+                      max_running=tr.max_running, kv_capacity_tokens=pol.total_blocks * pol.block_tokens,
+                      timeline=tl, **vals)
+
+
+def _timeline(tr: Trace, pol: Policy) -> ServeTimeline:
+    seg = np.asarray(tr.segments, dtype=float).reshape(-1, 7)
+    return ServeTimeline(
+        start_s=seg[:, 0].tolist(), duration_s=seg[:, 1].tolist(),
+        steps=seg[:, 2].astype(int).tolist(), decode_rows=seg[:, 3].astype(int).tolist(),
+        prefill_tokens=seg[:, 4].tolist(), waiting=seg[:, 5].astype(int).tolist(),
+        kv_used_fraction=(seg[:, 6] / max(pol.total_blocks, 1)).tolist())

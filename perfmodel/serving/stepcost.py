@@ -1,0 +1,200 @@
+"""The cost of one scheduler step, as a surface precomputed from the one op list.
+
+A serving step carries d decode rows (one new token each, contexts s_i) and prompt chunks
+(c_j new tokens over s0_j cached tokens). Its ops split by what they depend on:
+- body: embedding, norms, q/k/v/o, rotary, MLP or experts, residuals, collectives: the
+  token rows M = d + sum c_j only (weights read once per step);
+- attention: per sequence group, decode (B=d, T=1, S = mean s_i) and each chunk
+  (B=1, T=c_j, S=s0_j); one varlen kernel per layer runs them all (vLLM V1 unified
+  attention, FlashInfer), so the per-kernel fixed time is paid once;
+- head: final norm, lm_head and sampling over the n logit rows (decodes + finishing chunks).
+Step time = max(body + attention + head [+ stage hand-offs], CPU issue time) + the engine's
+CPU overhead per step, exactly the per-step rule of core/roofline.step_time. All pieces come
+from ONE batched core.roofline.step_time call on grids; a step is then priced by linear
+interpolation. For a plain decode or prefill step the split is an identity (tested against
+core.predict.step).
+
+Pipeline parallelism (pp > 1): as in core.predict.step, m = min(sequences, pp) micro-batches
+keep the stages busy; the step runs at 1/m of its rows plus (pp - 1) hand-offs.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfmodel.core.parallel import p2p_s
+from perfmodel.core.predict import Scenario
+from perfmodel.core.roofline import step_time
+
+HEAD_OPS = ("final_norm", "lm_head", "sampling")
+ROW_POINTS = 72          # geometric grid of token rows (interpolation error well under 1%)
+CONTEXT_POINTS = 24      # linear grid of contexts
+CHUNK_POINTS = 40        # chunk sizes (attention is quadratic in c: denser)
+
+
+def _rows_grid(top: float, n: int) -> np.ndarray:
+    top = max(float(top), 2.0)
+    return np.unique(np.concatenate([np.arange(1.0, min(top, 16.0) + 1.0),
+                                     np.round(np.geomspace(1.0, top, n))]))
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Interpolation tables; all times in seconds."""
+
+    rows: np.ndarray            # M grid
+    body_s: np.ndarray          # body(M)
+    head_s: np.ndarray          # head(n), n on the same grid
+    dec_rows: np.ndarray        # d grid
+    dec_ctx: np.ndarray         # mean context grid
+    dec_attn_s: np.ndarray      # attention work (d, mean context), kernel fixed time removed
+    chunk: np.ndarray           # c grid
+    chunk_ctx: np.ndarray       # s0 grid
+    chunk_attn_s: np.ndarray    # attention work (c, s0), kernel fixed time removed
+    attn_fixed_s: float         # per-kernel fixed time of one attention pass
+    cpu_s: float                # CPU issue time (kernels x launch + graph launch)
+    overhead_s: float           # engine CPU overhead per step
+    pp: int
+    hop: tuple                  # (pp - 1) hand-off: (seconds per row, fixed seconds)
+
+    def body(self, M):
+        return np.interp(M, self.rows, self.body_s)
+
+    def head(self, n):
+        return np.interp(n, self.rows, self.head_s)
+
+    def dec_attn(self, d, mean_ctx):
+        return _bilinear(self.dec_rows, self.dec_ctx, self.dec_attn_s, d, mean_ctx)
+
+    def chunk_attn(self, c, s0):
+        return _bilinear(self.chunk, self.chunk_ctx, self.chunk_attn_s, c, s0)
+
+    def step_s(self, d, sum_ctx, chunks=(), chunk_ctx=(), finishing: int = 0) -> float:
+        """One step: d decode rows over sum_ctx cached tokens, prompt chunks of sizes
+        `chunks` over `chunk_ctx` cached tokens, `finishing` chunks ending a prompt."""
+        seqs = d + len(chunks)
+        m = float(min(max(seqs, 1), self.pp))
+        M = (d + float(sum(chunks))) / m
+        gpu = _interp1(self._rows, self._body, M) + _interp1(self._rows, self._head, (d + finishing) / m)
+        gpu += self.attn_fixed_s
+        if d:
+            gpu += _bilinear1(self._drows, self._dctx, self._dattn, d / m, sum_ctx / d)
+        if len(chunks) > 8:
+            c = np.asarray(chunks, dtype=float)
+            gpu += float(np.sum(self.chunk_attn(c, np.asarray(chunk_ctx, dtype=float)))) / m
+        else:
+            for c, s0 in zip(chunks, chunk_ctx):
+                gpu += _bilinear1(self._chunk, self._cctx, self._cattn, float(c), float(s0)) / m
+        gpu += self.hop[0] * M + self.hop[1]
+        return max(gpu, self.cpu_s) + self.overhead_s
+
+    def __post_init__(self):
+        # python-list copies for the scalar path (bisect on lists beats numpy on scalars)
+        for name, arr in (("_rows", self.rows), ("_body", self.body_s), ("_head", self.head_s),
+                          ("_drows", self.dec_rows), ("_dctx", self.dec_ctx),
+                          ("_chunk", self.chunk), ("_cctx", self.chunk_ctx)):
+            object.__setattr__(self, name, [float(x) for x in arr])
+        object.__setattr__(self, "_dattn", self.dec_attn_s.tolist())
+        object.__setattr__(self, "_cattn", self.chunk_attn_s.tolist())
+
+    def decode_run_s(self, d: int, mean_ctx0: float, k: int) -> np.ndarray:
+        """Durations of k decode-only steps of d rows whose contexts grow by one per step."""
+        m = float(min(d, self.pp))
+        ctx = mean_ctx0 + np.arange(k, dtype=float)
+        i, fx = _cell(self._drows, d / m)       # fixed d: interpolate along the context only
+        row = (1 - fx) * self.dec_attn_s[i] + fx * self.dec_attn_s[i + 1]
+        const = (_interp1(self._rows, self._body, d / m) + _interp1(self._rows, self._head, d / m)
+                 + self.attn_fixed_s + self.hop[0] * d / m + self.hop[1])
+        gpu = const + np.interp(ctx, self.dec_ctx, row)
+        return np.maximum(gpu, self.cpu_s) + self.overhead_s
+
+
+def _cell(grid: list, x: float) -> tuple[int, float]:
+    """Index i and fraction f of x in [grid[i], grid[i+1]], clamped at the edges."""
+    if x <= grid[0]:
+        return 0, 0.0
+    if x >= grid[-1]:
+        return len(grid) - 2, 1.0
+    i = bisect_right(grid, x) - 1
+    return i, (x - grid[i]) / (grid[i + 1] - grid[i])
+
+
+def _interp1(xg: list, yg: list, x: float) -> float:
+    i, f = _cell(xg, x)
+    return yg[i] + f * (yg[i + 1] - yg[i])
+
+
+def _bilinear1(xg: list, yg: list, z: list, x: float, y: float) -> float:
+    """_bilinear for one point on python lists."""
+    i, fx = _cell(xg, x)
+    j, fy = _cell(yg, y)
+    a, b = z[i], z[i + 1]
+    return ((1 - fx) * ((1 - fy) * a[j] + fy * a[j + 1])
+            + fx * ((1 - fy) * b[j] + fy * b[j + 1]))
+
+
+def _bilinear(xg, yg, z, x, y):
+    """Bilinear interpolation on a rectangular grid, clamped at its edges."""
+    x = np.clip(np.asarray(x, dtype=float), xg[0], xg[-1])
+    y = np.clip(np.asarray(y, dtype=float), yg[0], yg[-1])
+    i = np.clip(np.searchsorted(xg, x, side="right") - 1, 0, len(xg) - 2)
+    j = np.clip(np.searchsorted(yg, y, side="right") - 1, 0, len(yg) - 2)
+    fx = (x - xg[i]) / (xg[i + 1] - xg[i])
+    fy = (y - yg[j]) / (yg[j + 1] - yg[j])
+    return ((1 - fx) * (1 - fy) * z[i, j] + fx * (1 - fy) * z[i + 1, j]
+            + (1 - fx) * fy * z[i, j + 1] + fx * fy * z[i + 1, j + 1])
+
+
+def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
+          max_context: int) -> StepCost:
+    """Tables for steps of up to max_rows token rows, max_seqs decode rows, prompt chunks of
+    up to max_chunk tokens and contexts up to max_context, from ONE step_time call."""
+    rows = _rows_grid(max_rows, ROW_POINTS)
+    d = _rows_grid(max_seqs, ROW_POINTS // 2)
+    dctx = np.linspace(0.0, max(max_context, 1), CONTEXT_POINTS)
+    c = _rows_grid(max_chunk, CHUNK_POINTS)
+    cctx = np.linspace(0.0, max(max_context, 1), CONTEXT_POINTS)
+    D, DC = np.meshgrid(d, dctx, indexing="ij")
+    C, CC = np.meshgrid(c, cctx, indexing="ij")
+    parts = [  # (B, T, S) per segment: body at (1, M, 0), head at (n, 1, 0), attention grids
+        (np.ones_like(rows), rows, np.zeros_like(rows)),
+        (rows, np.ones_like(rows), np.zeros_like(rows)),
+        (D.ravel(), np.ones(D.size), DC.ravel()),
+        (np.ones(C.size), C.ravel(), CC.ravel()),
+    ]
+    B = np.concatenate([p[0] for p in parts])
+    T = np.concatenate([p[1] for p in parts])
+    S = np.concatenate([p[2] for p in parts])
+    est = step_time(sc.model, sc.hw, sc.precision, sc.engine, sc.eff, B, T, S, dep=sc.dep,
+                    attention=sc.attention)
+    n = B.size
+    body = np.zeros(n)
+    head = np.zeros(n)
+    attn = np.zeros(n)
+    fixed = 0.0
+    for op in est.ops:
+        t = np.broadcast_to(np.asarray(op.time_s, dtype=float), (n,))
+        if op.kind == "attention":
+            work = np.broadcast_to(np.maximum(np.asarray(op.compute_s, dtype=float),
+                                              np.asarray(op.memory_s, dtype=float)), (n,))
+            attn = attn + work
+            fixed += float(np.max(t - work))
+        elif op.name in HEAD_OPS:
+            head = head + t
+        else:
+            body = body + t
+    a, b = rows.size, 2 * rows.size
+    cpu = float(np.max(np.asarray(est.cpu_s, dtype=float))) - sc.engine.cpu_overhead_per_step_s
+    if sc.dep.pp > 1:
+        per_row = float(p2p_s(sc.hw, sc.eff, sc.dep, 1.0, sc.model) - p2p_s(sc.hw, sc.eff, sc.dep, 0.0, sc.model))
+        hop = (per_row, float(p2p_s(sc.hw, sc.eff, sc.dep, 0.0, sc.model)))
+    else:
+        hop = (0.0, 0.0)
+    return StepCost(
+        rows=rows, body_s=body[:a], head_s=head[a:b], dec_rows=d, dec_ctx=dctx,
+        dec_attn_s=attn[b:b + D.size].reshape(D.shape), chunk=c, chunk_ctx=cctx,
+        chunk_attn_s=attn[b + D.size:].reshape(C.shape), attn_fixed_s=fixed, cpu_s=cpu,
+        overhead_s=sc.engine.cpu_overhead_per_step_s, pp=sc.dep.pp, hop=hop)
