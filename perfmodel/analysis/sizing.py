@@ -48,6 +48,7 @@ from perfmodel.core.parallel import link_for, validate_deployment
 from perfmodel.core.profile import load_profile
 from perfmodel.serving.queueing import at_rate, goodput_rps, open_loop
 from perfmodel.core.roofline import resolve_compute
+from perfmodel.analysis.sizing_inputs import check_list, prices_by_gpu
 from perfmodel.serving.curve import as_float, check_positive_int, check_slo
 from perfmodel.core.specs import Deployment, HardwareSpec, ModelSpec
 from perfmodel.core.units import SECONDS_PER_HOUR
@@ -157,10 +158,10 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
         raise PerfModelError(f"rate must be a finite number of requests/s >= 0, got {rate_rps!r}")
     if not math.isfinite(as_float(rate_rps) * as_float(output) * SECONDS_PER_HOUR):
         raise PerfModelError(f"rate {rate_rps!r} requests/s x {output} output tokens overflows")
-    _check_list("gpus", gpus, (str, HardwareSpec))
-    _check_list("precisions", precisions, (str,))
-    _check_list("engines", engines, (str,))
-    _check_list("counts", counts, (int, np.integer))
+    check_list("gpus", gpus, (str, HardwareSpec))
+    check_list("precisions", precisions, (str,))
+    check_list("engines", engines, (str,))
+    check_list("counts", counts, (int, np.integer))
     if prices is not None and not isinstance(prices, dict):
         raise PerfModelError(f"prices must be a mapping of GPU id -> USD/hour, got {prices!r:.60}")
     if counts is not None:
@@ -182,7 +183,7 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
     engines = list(engines or DEFAULT_ENGINES)
     ctx = _Ctx(m, float(rate_rps) if rate_rps > 0 else RATE_EPS, prompt, output,
                float(ttft_slo_s), float(tpot_slo_s), max_gpus, counts,
-               _prices(prices, hws))
+               prices_by_gpu(prices, hws))
     found: list[SizedDeployment] = []
     misses: list[tuple[tuple, SizedDeployment]] = []
     evaluated = 0
@@ -224,36 +225,9 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
                         assumptions=report.assumptions(ENERGY_UTILIZATION), warnings=skipped)
 
 
-def _check_list(name: str, value, types: tuple) -> None:
-    """None, or a list/tuple whose items are of the given types."""
-    if value is None:
-        return
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, types) and
-                                                        not isinstance(v, bool) for v in value):
-        raise PerfModelError(f"{name} must be a list of {' or '.join(t.__name__ for t in types)}, "
-                             f"got {value!r:.60}")
-
-
 def _rank(d: SizedDeployment):
     """Cheapest $/hour first (unpriced last), then fewer GPUs, then more capacity."""
     return (d.usd_per_hour is None, d.usd_per_hour or 0.0, d.count, -d.output_tok_s_total)
-
-
-def _prices(prices: dict[str, float] | None, hws: list[HardwareSpec]) -> dict[str, float]:
-    out = {h.id: h.price.usd_per_hour for h in hws if h.price is not None}
-    prices = dict(prices or {})
-    if "*" in prices:   # one price for every GPU searched
-        every = prices.pop("*")
-        prices = {**{h.id: every for h in hws}, **prices}
-    for gid, usd in prices.items():
-        key = str(gid).strip().lower()
-        if key not in {h.id for h in hws}:
-            raise PerfModelError(f"--price for {gid!r}: not among the GPUs searched")
-        if isinstance(usd, bool) or not isinstance(usd, (int, float)) \
-                or not math.isfinite(as_float(usd)) or usd <= 0:
-            raise PerfModelError(f"price for {gid!r} must be a positive number of USD/hour")
-        out[key] = float(usd)
-    return out
 
 
 def _split_precision(text: str) -> tuple[str, str | None]:
