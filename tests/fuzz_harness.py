@@ -42,7 +42,7 @@ SKIP_OPTIONS = {
     "--write-docs": "rewrites README.md and docs/ in the checkout",
     "--fit-intervals": "rewrites the committed interval table",
 }
-PREFER = {"data": 0.97}
+PREFER = {"data": 0.97, "prompt": 0.95, "output": 0.95}
 """Options given more often than other optional ones: `validate` without --data runs the whole
 committed table (seconds per call), which would take most of a deep run's time."""
 OUTPUT_DESTS = {"out", "profile_out", "raw_out"}
@@ -61,12 +61,14 @@ class Option:
     required: bool
     choices: tuple[str, ...] = ()
     type_name: str = ""       # the argparse type's name: int, positive_float, int_list, ...
+    group: int | None = None  # index of its mutually exclusive group, if any
 
 
 @dataclass(frozen=True)
 class Command:
     path: tuple[str, ...]
     options: tuple[Option, ...]
+    required_groups: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -86,6 +88,9 @@ def commands() -> list[Command]:
         if path in SKIP_COMMANDS:
             return
         opts = []
+        groups = {id(a): i for i, g in enumerate(parser._mutually_exclusive_groups)
+                  for a in g._group_actions}
+        required = tuple(i for i, g in enumerate(parser._mutually_exclusive_groups) if g.required)
         for a in parser._actions:
             if isinstance(a, argparse._HelpAction):
                 continue
@@ -96,8 +101,9 @@ def commands() -> list[Command]:
             opts.append(Option(flag=flag, dest=a.dest, takes_value=a.nargs != 0,
                                required=bool(a.required) or not a.option_strings,
                                choices=tuple(str(c) for c in (a.choices or ())),
-                               type_name=getattr(a.type, "__name__", "")))
-        out.append(Command(path, tuple(opts)))
+                               type_name=getattr(a.type, "__name__", ""),
+                               group=groups.get(id(a))))
+        out.append(Command(path, tuple(opts), required))
 
     walk(build_parser(), ())
     return out
@@ -251,6 +257,8 @@ class Pools:
         if d == "url":
             return ["http://127.0.0.1:9/v1", "ftp://x", "http://"]
         kind = opt.type_name
+        if kind in ("fraction", "ratio"):
+            return ["0.25", "0.5", "1", "0.9"]
         if d in ("tp", "pp", "ep", "gamma", "max_levers", "limit", "new_tokens", "gpu_count",
                  "max_gpus", "samples"):
             return ["1", "2", "4", "8", "1", "1"]
@@ -276,8 +284,14 @@ def argv_strategy(cmd: Command, pools: Pools) -> st.SearchStrategy[list[str]]:
     def build(draw) -> list[str]:
         plausible = draw(st.floats(0, 1)) < PLAUSIBLE_SHARE   # a call with no hostile value
         parts: list[list[str]] = []
+        # a plausible call gives one option of each exclusive group (argparse's rule)
+        chosen = {g: draw(st.sampled_from([o.dest for o in cmd.options if o.group == g]))
+                  for g in {o.group for o in cmd.options if o.group is not None}}
         for opt in cmd.options:
             share = PREFER.get(opt.dest, 0.97 if opt.required else 0.35)
+            if plausible and opt.group is not None:
+                share = 0.0 if chosen[opt.group] != opt.dest else \
+                    (1.0 if opt.group in cmd.required_groups else 0.5)
             use = draw(st.floats(0, 1)) < share
             if not use:
                 continue
