@@ -28,7 +28,7 @@ from perfmodel.core.roofline import roofline_floor_s
 from perfmodel.core.units import GB
 from perfmodel.serving.batching import capacity_bytes, used_bytes
 from perfmodel.serving.curve import ServeCurve, check_slo, serve_curve
-from perfmodel.serving.simulate import ServePoint, simulate_points, with_scheduler
+from perfmodel.serving.simulate import ServePoint, on_server, simulate_points, with_scheduler
 from perfmodel.serving.workload import DEFAULT_PROMPTS_PER_SLOT, serve_workloads
 
 __all__ = ["Query", "make_query", "resolve", "evaluate", "Evaluation", "predict_request",
@@ -366,7 +366,8 @@ def serve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
     sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv, activations=activations,
                                         engine=engine, tp=tp, pp=pp, ep=ep, dp=dp, profile=profile,
                                         hardware_dir=hardware_dir)
-    sc = with_scheduler(sc, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens)
+    sc = with_scheduler(on_server(sc), max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=max_num_batched_tokens)
     wls = serve_workloads(prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                           concurrencies=concurrencies, rate_rps=rate_rps, trace=trace,
                           num_requests=num_requests, range_ratio=range_ratio,

@@ -298,3 +298,23 @@ def test_workload_validates_once_with_one_line(arrival, conc, n, rate, ratio, hi
     req = wl.requests()
     assert req.prompt_tokens.size == wl.n_requests <= 200_000
     assert np.all(req.cached_tokens < req.prompt_tokens)
+
+
+# --------------------------------------------------------------------------- server limits
+
+def test_trtllm_server_budget_splits_a_wave_into_8192_token_steps():
+    # trtllm-serve defaults (BuildConfig: max_num_tokens 8192, max_batch_size 2048), not the
+    # trtllm-bench tuning (32768 / 4096): a wave of 16 x 1024-token prompts is prefilled in
+    # steps of 8192 tokens, by hand: 8 prompts; then the 8 running decodes take 8 tokens of
+    # the budget and prompt chunks the other 8184; the last 8 prompt tokens in a third step
+    rep = api.serve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="trtllm",
+                    prompt_tokens=1024, output_tokens=2, concurrencies=[16], num_requests=16,
+                    timeline=True)
+    assert (rep.max_num_batched_tokens, rep.max_num_seqs) == (8192, 2048)
+    prefills = [p for p in rep.points[0].timeline.prefill_tokens if p > 0]
+    assert prefills == [8192.0, 8184.0, 8.0]
+    # an explicit limit still wins over the server default
+    big = api.serve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="trtllm",
+                    prompt_tokens=1024, output_tokens=2, concurrencies=[16], num_requests=16,
+                    timeline=True, max_num_batched_tokens=32768)
+    assert [p for p in big.points[0].timeline.prefill_tokens if p > 0] == [16384.0]

@@ -515,6 +515,10 @@ class EngineProfile(Spec):
         "disaggregation and large-scale EP', 2025). 0 in the presets: it is opt-in.")
     scheduler: SchedulerSpec = Field(
         default_factory=SchedulerSpec, description="Request scheduler limits and policy.")
+    server_scheduler: SchedulerSpec | None = Field(
+        default=None, description="The scheduler of the engine's online server where its defaults "
+        "differ from `scheduler` (TensorRT-LLM: trtllm-serve vs the tuned trtllm-bench limits); "
+        "the serving simulator (a benchmark against a server) uses it. None: `scheduler`.")
     source: str = Field(default="", description="Where the parameters come from.")
 
 

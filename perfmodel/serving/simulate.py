@@ -110,6 +110,16 @@ class _Kv:
         self.pool_bytes, self.loaded_bytes = pool, loaded
 
 
+def on_server(sc: Scenario) -> Scenario:
+    """The scenario with the engine's online-server scheduler (EngineProfile.server_scheduler)
+    in place of its offline one: a serving benchmark talks to a server. Idempotent."""
+    srv = sc.engine.server_scheduler
+    if srv is None:
+        return sc
+    eng = sc.engine.model_copy(update={"scheduler": srv, "server_scheduler": None})
+    return replace(sc, engine=eng)
+
+
 def with_scheduler(sc: Scenario, *, max_num_seqs: int | None = None,
                    max_num_batched_tokens: int | None = None) -> Scenario:
     """The scenario with the engine's scheduler limits overridden (on every GPU size)."""
@@ -178,6 +188,7 @@ def _cost(sc: Scenario, wls: list[ServeWorkload], pols: list[Policy]) -> stepcos
 def simulate_points(sc: Scenario, workloads: list[ServeWorkload], *, ttft_slo_s: float | None = None,
                     tpot_slo_s: float | None = None, timeline: bool = False) -> list[ServePoint]:
     """Simulate each workload on the scenario (one step-cost surface for all of them)."""
+    sc = on_server(sc)
     plans = [_policy(sc, wl) for wl in workloads]
     runnable = [(wl, p[0]) for wl, p in zip(workloads, plans) if p[0] is not None]
     cost = _cost(sc, [w for w, _ in runnable], [p for _, p in runnable]) if runnable else None
