@@ -99,7 +99,7 @@ def _cell(v: Any) -> str:
 
 OLD_SPELLINGS = {"prompt_tokens": "--prompt", "output_tokens": "--output",
                  "context_tokens": "--context", "ttft_slo_s": "--ttft-slo",
-                 "tpot_slo_s": "--tpot-slo", "rate_rps": "--rate"}
+                 "tpot_slo_s": "--tpot-slo", "rate_rps": "--rate", "num_requests": "--requests"}
 """Flags renamed to the Query's field names; the old spelling stays an alias for one release."""
 
 
@@ -118,11 +118,23 @@ def _parse(annotation, meta=()) -> tuple[str, tuple]:
     if annotation is int:
         return ("nonneg" if any(isinstance(m, Ge) and m.ge == 0 for m in flat) else "count"), ()
     if annotation is float:
-        return "real", ()
+        return ("share" if any(isinstance(m, Ge) and m.ge == 0 for m in flat) else "real"), ()
     return "text", ()
 
 
-_TYPES = {"count": positive_int, "nonneg": nonneg_int, "real": positive_float, "text": str}
+def nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return v
+
+
+_TYPES = {"count": positive_int, "nonneg": nonneg_int, "real": positive_float,
+          "share": nonneg_float, "text": str}
+"""Argument types by kind; upper bounds (a share below 1, a ratio up to 1) are the Query's."""
 
 
 def query_flag(name: str) -> str:

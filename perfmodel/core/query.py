@@ -45,6 +45,12 @@ Count = Annotated[int, BeforeValidator(_integer), Field(gt=0)]
 """A positive integer count (tokens, sequences, GPUs)."""
 NonNegCount = Annotated[int, BeforeValidator(_integer), Field(ge=0)]
 PositiveReal = Annotated[float, BeforeValidator(_seconds_or_rate), Field(gt=0)]
+Ratio = Annotated[float, BeforeValidator(_seconds_or_rate), Field(gt=0, le=1)]
+"""A fraction in (0, 1]."""
+Share = Annotated[float, BeforeValidator(_seconds_or_rate), Field(ge=0, lt=1)]
+"""A fraction in [0, 1)."""
+TraceRows = tuple[tuple[float, int, int], ...]
+"""(arrival_s, prompt_tokens, output_tokens) rows of a request trace."""
 
 ARRAY_FIELDS = ("batch", "prompt_tokens", "output_tokens", "context_tokens")
 """Workload fields api.evaluate accepts as numpy arrays (one vectorized call)."""
@@ -92,8 +98,24 @@ class Query(BaseModel):
         default=None, description="Requests kept in flight (closed loop); serving workloads.")
     rate_rps: PositiveReal | None = Field(
         default=None, description="Poisson arrival rate in requests per second; serving workloads.")
-    trace: str | None = Field(
-        default=None, description="Path to a request trace (arrival, prompt, output tokens).")
+    trace: str | TraceRows | None = Field(
+        default=None, description="Request trace: CSV path with columns arrival_s, "
+        "prompt_tokens, output_tokens (or those rows); serving workloads.")
+    num_requests: Count | None = Field(
+        default=None, description="Requests per serving level (closed loop default 10 x "
+        "concurrency, open loop 1000).")
+    range_ratio: Ratio = Field(
+        default=1.0, description="Simulated lengths uniform in [ratio x L, L] (vLLM "
+        "--random-range-ratio; 1: fixed).")
+    prefix_hit: Share = Field(
+        default=0.0, description="Share of each prompt already in the prefix cache (simulation).")
+    burstiness: PositiveReal = Field(
+        default=1.0, description="Open loop: gamma shape of the arrival gaps (1: Poisson).")
+    seed: NonNegCount = Field(default=0, description="Seed of simulated lengths and arrivals.")
+    max_num_seqs: Count | None = Field(
+        default=None, description="Override the engine's max running sequences (simulation).")
+    max_num_batched_tokens: Count | None = Field(
+        default=None, description="Override the engine's token budget per step (simulation).")
     longest_prompt_tokens: Count | None = Field(
         default=None, description="Longest prompt of the length distribution (tokens).")
     longest_output_tokens: Count | None = Field(
