@@ -4,7 +4,7 @@ written by calibrate/fit.py (or `perfmodel calibrate engine`) and read with --pr
 File format (YAML):
     kind: perfmodel-profile
     gpu: h200-sxm                  # hardware_db id the efficiencies were fitted on
-    efficiency: {mem_bw: 0.86, gemm_max: 0.79, ...}    # a full Efficiency
+    efficiency: {mem_bw_fraction: 0.86, gemm_max: 0.79, ...}  # a full Efficiency (old keys mem_bw, link load too)
     engines: {torch-graph: {kernels_per_layer: 44.2, elementwise_traffic: 6.2}}   # GPU side
     host: Intel(R) Xeon(R) Processor (family 6 model 207, 2100 MHz)   # host of the fit
     hosts: {<host>: {torch-eager: {launch_s: 1.3e-5, cpu_overhead_per_step_s: 3.0e-4}}}
