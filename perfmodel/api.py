@@ -107,6 +107,7 @@ class Evaluation(BaseModel):
     mfu: FloatArray = Field(description="FLOPs per step / (step time x peak FLOP/s).")
     roofline_floor_s: FloatArray = Field(description="max(bytes/peak bw, FLOPs/peak) of the step.")
     bound: str | np.ndarray = Field(description="What bounds the reported decode step.")
+    prefill_bound: str | np.ndarray = Field(description="What bounds the prefill step.")
     fits: bool | np.ndarray = Field(description="Per-GPU memory at prompt+output fits.")
     memory: MemoryEstimate | None = Field(description="Memory parts (scalar queries only).")
     serving: ServePoint | None = Field(
@@ -159,17 +160,26 @@ def _context_ok(q: Query, sc: Scenario, w: dict, vectorized: bool) -> np.ndarray
     return total_ok & step_ok
 
 
-def evaluate(query: Query, **arrays) -> Evaluation:
+def evaluate(query: Query, *, scenario: Scenario | None = None, **arrays) -> Evaluation:
     """The model's answer to one Query, vectorized over workload fields given as arrays
     (batch, prompt_tokens, output_tokens, context_tokens). Raises PerfModelError on bad
     input; never returns NaN. Entries of a vectorized call beyond the model's context
-    report fits=False (a scalar query raises)."""
+    report fits=False (a scalar query raises).
+
+    `scenario`: an already resolved Scenario to evaluate instead of resolving the Query's ids
+    (callers that vary what ids cannot name: fitted engine parameters, custom number
+    formats); the Query then gives the workload only."""
     if not isinstance(query, Query):
         raise PerfModelError(f"evaluate needs a Query (perfmodel.api.make_query), got "
                              f"{type(query).__name__}")
     vectorized = bool(arrays)
     w = _workload(query, arrays)
-    sc, warnings, assumptions = resolve(query)
+    if scenario is None:
+        sc, warnings, assumptions = resolve(query)
+    elif isinstance(scenario, Scenario):
+        sc, warnings, assumptions = scenario, [], []
+    else:
+        raise PerfModelError(f"scenario must be a resolved Scenario, got {type(scenario).__name__}")
     in_context = _context_ok(query, sc, w, vectorized)
     B, prompt, output, ctx = (w[k] for k in ARRAY_FIELDS)
     rt = request_times(sc, B, prompt, output, context=ctx, new_tokens=query.new_tokens)
@@ -186,6 +196,7 @@ def evaluate(query: Query, **arrays) -> Evaluation:
         values = {k: np.broadcast_to(np.asarray(v, dtype=float), shape).copy()
                   for k, v in values.items()}
         bound = np.broadcast_to(np.asarray(rt.step.bound, dtype=object), shape).copy()
+        prefill_bound = np.broadcast_to(np.asarray(rt.prefill.bound, dtype=object), shape).copy()
         if not np.all(fits):
             warnings.append(f"{int(np.sum(~fits))} of {fits.size} entries do not fit in memory "
                             "or in the model's context")
@@ -201,35 +212,39 @@ def evaluate(query: Query, **arrays) -> Evaluation:
                             f"{mem.capacity_bytes / GB:.1f} GB usable; max batch "
                             f"{mem.max_batch} at this context")
         values = {k: float(v) for k, v in values.items()}
-        bound = str(rt.step.bound)
+        bound, prefill_bound = str(rt.step.bound), str(rt.prefill.bound)
         sizes = dict(batch=query.batch, prompt_tokens=query.prompt_tokens,
                      output_tokens=query.output_tokens, context_tokens=query.context)
         ops_pre, ops_dec = op_breakdown(rt.prefill.ops), op_breakdown(rt.step.ops)
-    serving, steady = (None, None) if vectorized else _serving(query, sc, warnings, assumptions)
+    serving, steady = (None, None) if vectorized else \
+        _serving(query, sc, warnings, assumptions, steady=scenario is None)
     return Evaluation(
-        query=query, vectorized=vectorized, serving=serving, steady_state=steady, model=sc.model.id, gpu=sc.hw.id,
-        engine=sc.engine.id, precision=sc.precision.label, compute_dtype=rt.step.compute_dtype,
-        bound=bound, fits=fits, memory=mem, prefill_ops=ops_pre, decode_ops=ops_dec,
-        warnings=warnings, assumptions=assumptions, **sizes, **values)
+        query=query, vectorized=vectorized, serving=serving, steady_state=steady,
+        model=sc.model.id, gpu=sc.hw.id, engine=sc.engine.id, precision=sc.precision.label,
+        compute_dtype=rt.step.compute_dtype, bound=bound, prefill_bound=prefill_bound, fits=fits,
+        memory=mem, prefill_ops=ops_pre, decode_ops=ops_dec, warnings=warnings,
+        assumptions=assumptions, **sizes, **values)
 
 
-def _serving(q: Query, sc: Scenario, warnings: list[str],
-             assumptions: list[str]) -> tuple[ServePoint | None, ServeCurve | None]:
+def _serving(q: Query, sc: Scenario, warnings: list[str], assumptions: list[str], *,
+             steady: bool) -> tuple[ServePoint | None, ServeCurve | None]:
     """The Query's serving workload: the simulated point (serving/report.py) and, for a
-    concurrency, the steady-state quick estimate (serving/curve.py)."""
+    concurrency, the steady-state quick estimate (serving/curve.py, which resolves the ids
+    itself: not with a given scenario)."""
     if not q.has_serving_workload:
         return None, None
     rep = serve_report(q, sc, [], [])
     assumptions.extend(a for a in rep.assumptions if a not in assumptions)
-    if q.concurrency is None:
+    if q.concurrency is None or not steady:
         return rep.points[0], None
-    return rep.points[0], serve_curve(q.model, q.gpu, weights=q.weights, kv=q.kv, activations=q.activations,
-                       engine=q.engine, tp=q.tp, pp=q.pp, ep=q.ep, prompt=q.prompt_tokens,
-                       output=q.output_tokens, concurrencies=[q.concurrency],
-                       ttft_slo_s=q.ttft_slo_s, tpot_slo_s=q.tpot_slo_s,
-                       longest_prompt=q.longest_prompt_tokens,
-                       longest_output=q.longest_output_tokens, profile=q.profile,
-                       hardware_dir=q.hardware_dir)
+    curve = serve_curve(q.model, q.gpu, weights=q.weights, kv=q.kv, activations=q.activations,
+                        engine=q.engine, tp=q.tp, pp=q.pp, ep=q.ep, prompt=q.prompt_tokens,
+                        output=q.output_tokens, concurrencies=[q.concurrency],
+                        ttft_slo_s=q.ttft_slo_s, tpot_slo_s=q.tpot_slo_s,
+                        longest_prompt=q.longest_prompt_tokens,
+                        longest_output=q.longest_output_tokens, profile=q.profile,
+                        hardware_dir=q.hardware_dir, dp=q.dp)
+    return rep.points[0], curve
 
 
 # --------------------------------------------------------------------------- thin wrappers

@@ -204,3 +204,21 @@ def test_a_rate_or_a_trace_in_the_query_is_simulated(tmp_path):
     assert tr.serving.num_requests == 2 and tr.serving.e2e_p50_s > tr.serving.ttft_p50_s
     with pytest.raises(PerfModelError, match="exactly one"):
         api.evaluate(q.with_(concurrency=4))
+
+
+def test_evaluate_on_a_given_scenario_is_the_same_path():
+    from dataclasses import replace
+
+    q = make_query(**BASE, weights="fp8", batch=4, prompt_tokens=512, output_tokens=64)
+    sc, _, _ = api.resolve(q)
+    same = api.evaluate(q, scenario=sc)
+    ev = api.evaluate(q)
+    for k in api.METRIC_FIELDS:
+        assert getattr(same, k) == getattr(ev, k), k
+    # the engine's CPU time per decode step adds to every step (predict.py): TPOT moves by it
+    slow = sc.engine.model_copy(update={"cpu_overhead_per_step_s":
+                                        sc.engine.cpu_overhead_per_step_s + 1e-3})
+    moved = api.evaluate(q, scenario=replace(sc, engine=slow))
+    assert moved.tpot_s - ev.tpot_s == pytest.approx(1e-3, rel=1e-6)
+    with pytest.raises(PerfModelError, match="resolved Scenario"):
+        api.evaluate(q, scenario="vllm")
