@@ -36,13 +36,27 @@ def nonneg_int(text: str) -> int:
     return _int_at_least(text, 0, ">= 0")
 
 
-def positive_float(text: str) -> float:
+def _finite_float(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(v) or v <= 0:
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
+    return v
+
+
+def positive_float(text: str) -> float:
+    v = _finite_float(text)
+    if v <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive finite number")
+    return v
+
+
+def nonneg_float(text: str) -> float:
+    v = _finite_float(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
     return v
 
 
@@ -120,16 +134,6 @@ def _parse(annotation, meta=()) -> tuple[str, tuple]:
     if annotation is float:
         return ("share" if any(isinstance(m, Ge) and m.ge == 0 for m in flat) else "real"), ()
     return "text", ()
-
-
-def nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
-    return v
 
 
 _TYPES = {"count": positive_int, "nonneg": nonneg_int, "real": positive_float,
