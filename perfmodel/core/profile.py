@@ -21,7 +21,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from perfmodel.core.engines import ENGINES
-from perfmodel.core.files import load_mapping
+from perfmodel.core.files import load_spec
 from perfmodel.core.errors import SpecFileError, pydantic_message
 from perfmodel.core.specs import Efficiency, EngineProfile, Spec
 
@@ -60,11 +60,7 @@ class Profile(Spec):
 def load_profile(path: str | Path) -> Profile:
     """Parse a profile; errors name the file and the field."""
     p = Path(path)
-    data = load_mapping(p, what="profile", fmt="yaml")
-    try:
-        prof = Profile.model_validate(data)
-    except ValidationError as exc:
-        raise SpecFileError(f"{p}: {pydantic_message(exc)}") from None
+    prof = load_spec(p, Profile, what="profile", fmt="yaml")
     for eng, over in prof.engines.items():
         bad = set(over) - _ENGINE_FIELDS
         if bad:

@@ -27,12 +27,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.api import evaluate, make_query, resolve
 from perfmodel.analysis.calibration.stats import ratio_errors
-from perfmodel.core.files import DATA_MAX_BYTES, load_mapping
-from perfmodel.core.errors import PerfModelError, SpecFileError, pydantic_message
+from perfmodel.core.files import DATA_MAX_BYTES, load_mapping, validate_spec
+from perfmodel.core.errors import PerfModelError, SpecFileError
 from perfmodel.analysis.endpoint.run import SCHEMA, BenchmarkRun
 from perfmodel.core.predict import Scenario
 from perfmodel.core.profile import Profile
@@ -95,10 +95,7 @@ def load_run(path: str | Path) -> BenchmarkRun:
         got = data.get("schema_version", "no schema_version field")
         raise SpecFileError(f"{p}: schema_version: expected {SCHEMA!r} (a perfmodel "
                             f"bench-endpoint --out file), got {got!r}")
-    try:
-        return BenchmarkRun.model_validate(data)
-    except ValidationError as exc:
-        raise SpecFileError(f"{p}: {pydantic_message(exc)}") from None
+    return validate_spec(data, BenchmarkRun, where=str(p))
 
 
 def fit_target(run: BenchmarkRun, *, model: str | None = None, gpu: str | None = None,
