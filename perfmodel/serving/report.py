@@ -8,26 +8,19 @@ lists several (`concurrencies=[...]` or `rate_rps=[...]`, as `perfmodel serve` d
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.predict import Scenario
 from perfmodel.core.query import Query
+from perfmodel.serving.curve import Served
 from perfmodel.serving.simulate import ServePoint, simulate_points, with_scheduler
 from perfmodel.serving.workload import DEFAULT_PROMPTS_PER_SLOT, ServeWorkload, serve_workloads
 
 
-class ServeReport(BaseModel):
+class ServeReport(Served):
     """A simulated serving benchmark (perfmodel.serving.simulate), one point per level."""
 
-    model_config = ConfigDict(frozen=True)
-    model: str
-    gpu: str
-    engine: str
-    precision: str
-    tp: int
-    pp: int
-    ep: int
     arrival: str = Field(description="closed, poisson, gamma or trace")
     prompt_tokens: int | None
     output_tokens: int | None

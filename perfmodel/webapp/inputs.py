@@ -94,15 +94,23 @@ def _remember(kind: str, ref: str) -> None:
         refs[kind].append(ref)
 
 
-def _on_file(kind: str) -> None:
-    """Callback of the config.json / GPU YAML / profile uploaders (runs before the script)."""
-    f = st.session_state.get(f"up_{kind}")
+def store_upload(kind: str, upload_key: str) -> str | None:
+    """The uploader's file saved as an upload ref of `kind` (state.save_upload), or None (no
+    file, or a bad one: its one-line error is shown on the next run)."""
+    f = st.session_state.get(upload_key)
     if f is None:
-        return
+        return None
     try:
-        ref = state.save_upload(kind, f.getvalue(), f.name)
+        return state.save_upload(kind, f.getvalue(), f.name)
     except PerfModelError as exc:
         st.session_state["upload_error"] = str(exc)
+        return None
+
+
+def _on_file(kind: str) -> None:
+    """Callback of the config.json / GPU YAML / profile uploaders (runs before the script)."""
+    ref = store_upload(kind, f"up_{kind}")
+    if ref is None:
         return
     _remember(kind, ref)
     st.session_state[f"w_{kind}"] = ref
