@@ -90,6 +90,14 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n")
 
 
+def print_notes(result: Any) -> None:
+    """A result's warnings, then its assumptions, one line each."""
+    for w in result.warnings:
+        print(f"warning: {w}")
+    for a in result.assumptions:
+        print(f"assumed: {a}")
+
+
 def print_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> None:
     """A plain aligned text table."""
     if not rows:

@@ -7,7 +7,7 @@ import argparse
 
 from perfmodel import api
 from perfmodel.cli.common import (add_query_args, int_list, positive_float, print_json,
-                                  print_table, query_from_args)
+                                  print_notes, print_table, query_from_args)
 from perfmodel.cli.memory import TARGET_FIELDS, add_target_args
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.query import field_help
@@ -60,10 +60,7 @@ def run(args) -> int:
         if not p.fits:
             print(f"level {p.concurrency or p.rate_rps}: {p.reason}")
     print(f"scheduler: {r.scheduler}")
-    for w in r.warnings:
-        print(f"warning: {w}")
-    for a in r.assumptions:
-        print(f"assumed: {a}")
+    print_notes(r)
     return 0
 
 
