@@ -64,32 +64,41 @@ class Query(BaseModel):
 
     # ------------------------------------------------------------------ ids
     model: str | ModelSpec = Field(
-        description="Model: catalog id, HF repo id, or path to config.json.")
+        title="Model", description="Model: catalog id, HF repo id, or path to config.json.")
     gpu: str | HardwareSpec = Field(
-        description="Accelerator: hardware_db id (see `perfmodel gpus`) or a YAML path.")
+        title="GPU", description="Accelerator: hardware_db id (see `perfmodel gpus`) or a YAML path.")
     weights: str = Field(
-        default="bf16", min_length=1,
+        title="Weights", default="bf16", min_length=1,
         description="Weight precision: fp32, bf16, fp16, fp8, int8, int4[-gN], fp4.")
-    kv: str | None = Field(default=None, description="KV-cache precision (default bf16).")
+    kv: str | None = Field(title="KV cache", default=None,
+                           description="KV-cache precision (default bf16).")
     activations: str | None = Field(
-        default=None, description="Matmul input precision (default: from the weights).")
-    engine: str = Field(default="vllm", min_length=1, description="Engine preset id.")
-    tp: Count = Field(default=1, description="Tensor-parallel GPUs.")
-    pp: Count = Field(default=1, description="Pipeline stages.")
-    ep: Count = Field(default=1, description="Expert-parallel degree, over the tp x dp GPUs of a stage.")
-    dp: Count = Field(default=1, description="Attention data-parallel groups of tp GPUs "
+        title="Activations", default=None,
+        description="Matmul input precision (default: from the weights).")
+    engine: str = Field(title="Engine", default="vllm", min_length=1,
+                        description="Engine preset id.")
+    tp: Count = Field(title="TP", default=1, description="Tensor-parallel GPUs.")
+    pp: Count = Field(title="PP", default=1, description="Pipeline stages.")
+    ep: Count = Field(title="EP", default=1,
+                      description="Expert-parallel degree, over the tp x dp GPUs of a stage.")
+    dp: Count = Field(title="DP", default=1,
+                      description="Attention data-parallel groups of tp GPUs "
                       "(SGLang --enable-dp-attention, TRT-LLM attention_dp).")
     attention: Literal["naive", "flash", "paged"] | None = Field(
         default=None, description="Override the engine's attention kernel.")
     profile: str | Path | Profile | None = Field(
-        default=None, description="Calibrated profile YAML.")
+        title="Calibration profile", default=None,
+        description="Calibrated profile YAML: fitted efficiencies and engine overheads.")
     hardware_dir: str | None = Field(
         default=None, description="Extra folder of hardware YAML files.")
 
     # ------------------------------------------------------------------ workload
-    batch: Count = Field(default=1, description="B: sequences decoded together.")
-    prompt_tokens: Count = Field(default=512, description="Input tokens per request.")
-    output_tokens: Count = Field(default=128, description="Generated tokens per request.")
+    batch: Count = Field(title="Batch (sequences)", default=1,
+                         description="B: sequences decoded together.")
+    prompt_tokens: Count = Field(title="Prompt (tokens)", default=512,
+                                 description="Input tokens per request.")
+    output_tokens: Count = Field(title="Output (tokens)", default=128,
+                                 description="Generated tokens per request.")
     context_tokens: NonNegCount | None = Field(
         default=None, description="KV length (tokens) of the reported decode step (default: prompt).")
     new_tokens: Count = Field(
@@ -148,5 +157,10 @@ def make_query(**fields) -> Query:
 
 
 def field_help(name: str) -> str:
-    """The description of one Query field (CLI help, web labels)."""
+    """The description of one Query field (CLI help, web help texts)."""
     return Query.model_fields[name].description or ""
+
+
+def field_label(name: str) -> str:
+    """The short title of one Query field (web widget labels), else its name."""
+    return Query.model_fields[name].title or name.replace("_", " ")
