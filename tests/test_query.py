@@ -222,3 +222,32 @@ def test_evaluate_on_a_given_scenario_is_the_same_path():
     assert moved.tpot_s - ev.tpot_s == pytest.approx(1e-3, rel=1e-6)
     with pytest.raises(PerfModelError, match="resolved Scenario"):
         api.evaluate(q, scenario="vllm")
+
+
+junk = st.one_of(st.none(), st.integers(-3, 40), st.floats(allow_nan=True, allow_infinity=True),
+                 st.text(max_size=3), st.booleans())
+
+
+@given(level=st.sampled_from(["concurrency", "rate_rps", "trace"]), value=junk,
+       num_requests=st.one_of(st.none(), st.integers(-1, 12)), ratio=junk, hit=junk,
+       burst=junk, seqs=junk, as_query=st.booleans())
+def test_serving_queries_give_a_simulated_point_or_a_clean_error(level, value, num_requests,
+                                                                ratio, hit, burst, seqs,
+                                                                as_query):
+    fields = {level: value if level != "trace" else ((0.0, 64, 8), (0.1, 32, value))}
+    knobs = dict(num_requests=num_requests, range_ratio=ratio, prefix_hit=hit, burstiness=burst,
+                 max_num_seqs=seqs)
+    knobs = {k: v for k, v in knobs.items() if v is not None}
+    try:
+        q = make_query(**BASE, prompt_tokens=128, output_tokens=16, **fields, **knobs)
+        points = api.serve(q).points if as_query else [api.evaluate(q).serving]
+    except PerfModelError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    if not q.has_serving_workload:          # no load in the Query: nothing simulated
+        assert points == [None]
+        return
+    assert len(points) == 1
+    p = points[0]
+    if p.fits:
+        assert 0 < p.ttft_p50_s <= p.e2e_p50_s and math.isfinite(p.output_tok_s_total)
