@@ -174,12 +174,7 @@ def evaluate(query: Query, *, scenario: Scenario | None = None, **arrays) -> Eva
                              f"{type(query).__name__}")
     vectorized = bool(arrays)
     w = _workload(query, arrays)
-    if scenario is None:
-        sc, warnings, assumptions = resolve(query)
-    elif isinstance(scenario, Scenario):
-        sc, warnings, assumptions = scenario, [], []
-    else:
-        raise PerfModelError(f"scenario must be a resolved Scenario, got {type(scenario).__name__}")
+    sc, warnings, assumptions = _scenario(query, scenario)
     in_context = _context_ok(query, sc, w, vectorized)
     B, prompt, output, ctx = (w[k] for k in ARRAY_FIELDS)
     rt = request_times(sc, B, prompt, output, context=ctx, new_tokens=query.new_tokens)
@@ -224,6 +219,15 @@ def evaluate(query: Query, *, scenario: Scenario | None = None, **arrays) -> Eva
         compute_dtype=rt.step.compute_dtype, bound=bound, prefill_bound=prefill_bound, fits=fits,
         memory=mem, prefill_ops=ops_pre, decode_ops=ops_dec, warnings=warnings,
         assumptions=assumptions, **sizes, **values)
+
+
+def _scenario(q: Query, scenario) -> tuple[Scenario, list[str], list[str]]:
+    """The given resolved Scenario, else the Query's ids resolved."""
+    if scenario is None:
+        return resolve(q)
+    if not isinstance(scenario, Scenario):
+        raise PerfModelError(f"scenario must be a resolved Scenario, got {type(scenario).__name__}")
+    return scenario, [], []
 
 
 def _serving(q: Query, sc: Scenario, warnings: list[str], assumptions: list[str], *,
