@@ -7,8 +7,11 @@
 
 `resolve(query)` is the only place ids become specs; `evaluate` runs the one step model
 (core/predict.request_times) and attaches memory and `fits`, the roofline floor, the
-prefill and decode op breakdowns, warnings and assumptions. `predict_request` and `memory`
-are thin wrappers that build a Query (their keyword names kept for callers).
+prefill and decode op breakdowns, warnings and assumptions; with a serving workload in the
+Query (concurrency, rate_rps or trace) also the simulated benchmark's point
+(serving/report.py -> serving/simulate.py) and, for a concurrency, the steady-state estimate.
+`serve(query, concurrencies=[...])` simulates several levels of one Query. `predict_request`,
+`memory` and the keyword form of `serve` are thin wrappers that build a Query.
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ from perfmodel.core.resolve import resolve as _resolve_ids
 from perfmodel.core.roofline import roofline_floor_s
 from perfmodel.core.units import GB
 from perfmodel.serving.batching import capacity_bytes, used_bytes
-from perfmodel.serving.curve import ServeCurve, check_slo, serve_curve
-from perfmodel.serving.simulate import ServePoint, on_server, simulate_points, with_scheduler
-from perfmodel.serving.workload import DEFAULT_PROMPTS_PER_SLOT, serve_workloads
+from perfmodel.serving.curve import ServeCurve, serve_curve
+from perfmodel.serving.report import ServeReport, serve_report
+from perfmodel.serving.simulate import ServePoint
 
 __all__ = ["Query", "make_query", "resolve", "evaluate", "Evaluation", "predict_request",
            "memory", "RequestEstimate", "OpBreakdown", "op_breakdown", "serve",
@@ -104,11 +107,16 @@ class Evaluation(BaseModel):
     mfu: FloatArray = Field(description="FLOPs per step / (step time x peak FLOP/s).")
     roofline_floor_s: FloatArray = Field(description="max(bytes/peak bw, FLOPs/peak) of the step.")
     bound: str | np.ndarray = Field(description="What bounds the reported decode step.")
+    prefill_bound: str | np.ndarray = Field(description="What bounds the prefill step.")
     fits: bool | np.ndarray = Field(description="Per-GPU memory at prompt+output fits.")
     memory: MemoryEstimate | None = Field(description="Memory parts (scalar queries only).")
-    serving: ServeCurve | None = Field(
-        default=None, description="With a concurrency in the Query: the closed-loop steady "
-        "state of one replica at it (serving/curve.py), goodput with SLO targets.")
+    serving: ServePoint | None = Field(
+        default=None, description="With a serving workload in the Query (concurrency, rate_rps "
+        "or trace; scalar queries only): the simulated benchmark's point (ttft_p50_s, "
+        "tpot_p50_s, ... as api.serve returns them; serving/simulate.py).")
+    steady_state: ServeCurve | None = Field(
+        default=None, description="With a concurrency: the closed-loop steady-state formulas "
+        "(serving/curve.py), a quick estimate beside the simulation.")
     prefill_ops: list[OpBreakdown] = Field(description="Prefill step per op (scalar only).")
     decode_ops: list[OpBreakdown] = Field(description="Reported decode step per op (scalar only).")
     warnings: list[str]
@@ -152,17 +160,21 @@ def _context_ok(q: Query, sc: Scenario, w: dict, vectorized: bool) -> np.ndarray
     return total_ok & step_ok
 
 
-def evaluate(query: Query, **arrays) -> Evaluation:
+def evaluate(query: Query, *, scenario: Scenario | None = None, **arrays) -> Evaluation:
     """The model's answer to one Query, vectorized over workload fields given as arrays
     (batch, prompt_tokens, output_tokens, context_tokens). Raises PerfModelError on bad
     input; never returns NaN. Entries of a vectorized call beyond the model's context
-    report fits=False (a scalar query raises)."""
+    report fits=False (a scalar query raises).
+
+    `scenario`: an already resolved Scenario to evaluate instead of resolving the Query's ids
+    (callers that vary what ids cannot name: fitted engine parameters, custom number
+    formats); the Query then gives the workload only."""
     if not isinstance(query, Query):
         raise PerfModelError(f"evaluate needs a Query (perfmodel.api.make_query), got "
                              f"{type(query).__name__}")
     vectorized = bool(arrays)
     w = _workload(query, arrays)
-    sc, warnings, assumptions = resolve(query)
+    sc, warnings, assumptions = _scenario(query, scenario)
     in_context = _context_ok(query, sc, w, vectorized)
     B, prompt, output, ctx = (w[k] for k in ARRAY_FIELDS)
     rt = request_times(sc, B, prompt, output, context=ctx, new_tokens=query.new_tokens)
@@ -179,6 +191,7 @@ def evaluate(query: Query, **arrays) -> Evaluation:
         values = {k: np.broadcast_to(np.asarray(v, dtype=float), shape).copy()
                   for k, v in values.items()}
         bound = np.broadcast_to(np.asarray(rt.step.bound, dtype=object), shape).copy()
+        prefill_bound = np.broadcast_to(np.asarray(rt.prefill.bound, dtype=object), shape).copy()
         if not np.all(fits):
             warnings.append(f"{int(np.sum(~fits))} of {fits.size} entries do not fit in memory "
                             "or in the model's context")
@@ -194,32 +207,48 @@ def evaluate(query: Query, **arrays) -> Evaluation:
                             f"{mem.capacity_bytes / GB:.1f} GB usable; max batch "
                             f"{mem.max_batch} at this context")
         values = {k: float(v) for k, v in values.items()}
-        bound = str(rt.step.bound)
+        bound, prefill_bound = str(rt.step.bound), str(rt.prefill.bound)
         sizes = dict(batch=query.batch, prompt_tokens=query.prompt_tokens,
                      output_tokens=query.output_tokens, context_tokens=query.context)
         ops_pre, ops_dec = op_breakdown(rt.prefill.ops), op_breakdown(rt.step.ops)
-    serving = _serving(query, warnings) if not vectorized else None
+    serving, steady = (None, None) if vectorized else \
+        _serving(query, sc, warnings, assumptions, steady=scenario is None)
     return Evaluation(
-        query=query, vectorized=vectorized, serving=serving, model=sc.model.id, gpu=sc.hw.id,
-        engine=sc.engine.id, precision=sc.precision.label, compute_dtype=rt.step.compute_dtype,
-        bound=bound, fits=fits, memory=mem, prefill_ops=ops_pre, decode_ops=ops_dec,
-        warnings=warnings, assumptions=assumptions, **sizes, **values)
+        query=query, vectorized=vectorized, serving=serving, steady_state=steady,
+        model=sc.model.id, gpu=sc.hw.id, engine=sc.engine.id, precision=sc.precision.label,
+        compute_dtype=rt.step.compute_dtype, bound=bound, prefill_bound=prefill_bound, fits=fits,
+        memory=mem, prefill_ops=ops_pre, decode_ops=ops_dec, warnings=warnings,
+        assumptions=assumptions, **sizes, **values)
 
 
-def _serving(q: Query, warnings: list[str]) -> ServeCurve | None:
-    """The serving workload of the Query: the steady state at its concurrency."""
-    if q.rate_rps is not None or q.trace is not None:
-        warnings.append("rate and trace workloads are not evaluated here yet (the serving "
-                        "simulator answers them); use a concurrency")
-    if q.concurrency is None:
-        return None
-    return serve_curve(q.model, q.gpu, weights=q.weights, kv=q.kv, activations=q.activations,
-                       engine=q.engine, tp=q.tp, pp=q.pp, ep=q.ep, prompt=q.prompt_tokens,
-                       output=q.output_tokens, concurrencies=[q.concurrency],
-                       ttft_slo_s=q.ttft_slo_s, tpot_slo_s=q.tpot_slo_s,
-                       longest_prompt=q.longest_prompt_tokens,
-                       longest_output=q.longest_output_tokens, profile=q.profile,
-                       hardware_dir=q.hardware_dir)
+def _scenario(q: Query, scenario) -> tuple[Scenario, list[str], list[str]]:
+    """The given resolved Scenario, else the Query's ids resolved."""
+    if scenario is None:
+        return resolve(q)
+    if not isinstance(scenario, Scenario):
+        raise PerfModelError(f"scenario must be a resolved Scenario, got {type(scenario).__name__}")
+    return scenario, [], []
+
+
+def _serving(q: Query, sc: Scenario, warnings: list[str], assumptions: list[str], *,
+             steady: bool) -> tuple[ServePoint | None, ServeCurve | None]:
+    """The Query's serving workload: the simulated point (serving/report.py) and, for a
+    concurrency, the steady-state quick estimate (serving/curve.py, which resolves the ids
+    itself: not with a given scenario)."""
+    if not q.has_serving_workload:
+        return None, None
+    rep = serve_report(q, sc, [], [])
+    assumptions.extend(a for a in rep.assumptions if a not in assumptions)
+    if q.concurrency is None or not steady:
+        return rep.points[0], None
+    curve = serve_curve(q.model, q.gpu, weights=q.weights, kv=q.kv, activations=q.activations,
+                        engine=q.engine, tp=q.tp, pp=q.pp, ep=q.ep, prompt=q.prompt_tokens,
+                        output=q.output_tokens, concurrencies=[q.concurrency],
+                        ttft_slo_s=q.ttft_slo_s, tpot_slo_s=q.tpot_slo_s,
+                        longest_prompt=q.longest_prompt_tokens,
+                        longest_output=q.longest_output_tokens, profile=q.profile,
+                        hardware_dir=q.hardware_dir, dp=q.dp)
+    return rep.points[0], curve
 
 
 # --------------------------------------------------------------------------- thin wrappers
@@ -320,73 +349,28 @@ def memory(model, gpu, *, weights: str = "bf16", kv: str | None = None, batch: i
 # --------------------------------------------------------------------------- serving simulation
 
 
-class ServeReport(BaseModel):
-    """A simulated serving benchmark (perfmodel.serving.simulate), one point per level."""
-
-    model_config = ConfigDict(frozen=True)
-    model: str
-    gpu: str
-    engine: str
-    precision: str
-    tp: int
-    pp: int
-    ep: int
-    arrival: str = Field(description="closed, poisson, gamma or trace")
-    prompt_tokens: int | None
-    output_tokens: int | None
-    range_ratio: float
-    prefix_hit: float
-    scheduler: str = Field(description="the engine's scheduler limits and their source")
-    max_num_seqs: int | None = Field(description="sequences the engine runs at once (None: KV decides)")
-    max_num_batched_tokens: int | None = Field(description="token budget of one step (None: unlimited)")
-    points: list[ServePoint]
-    warnings: list[str]
-    assumptions: list[str]
-
-
-def serve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
-          activations: str | None = None, engine: str = "vllm", tp: int = 1, pp: int = 1,
-          ep: int = 1, profile=None, prompt_tokens: int | None = 1024,
-          output_tokens: int | None = 1024, concurrencies=None, rate_rps=None, trace=None,
-          num_requests: int | None = None, range_ratio: float = 1.0, prefix_hit: float = 0.0,
-          burstiness: float = 1.0, ttft_slo_s: float | None = None,
-          tpot_slo_s: float | None = None, timeline: bool = False, seed: int = 0,
-          max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
-          hardware_dir: str | None = None, dp: int = 1) -> ServeReport:
-    """Simulate a serving benchmark: closed loop at each of `concurrencies`, open loop at each
-    of `rate_rps`, or a replayed `trace` ((arrival_s, prompt, output) rows or a CSV path).
-    max_num_seqs / max_num_batched_tokens override the engine's scheduler limits (as the
-    engines' flags of those names do). Raises PerfModelError on bad input; a level that
-    cannot run says why (fits=False)."""
-    for name, v in (("tp", tp), ("pp", pp), ("ep", ep), ("dp", dp), ("max_num_seqs", max_num_seqs or 1),
-                    ("max_num_batched_tokens", max_num_batched_tokens or 1)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
-            raise PerfModelError(f"{name} must be a positive integer, got {v!r}")
-    check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
-    sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv, activations=activations,
-                                        engine=engine, tp=tp, pp=pp, ep=ep, dp=dp, profile=profile,
-                                        hardware_dir=hardware_dir)
-    sc = with_scheduler(on_server(sc), max_num_seqs=max_num_seqs,
-                        max_num_batched_tokens=max_num_batched_tokens)
-    wls = serve_workloads(prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                          concurrencies=concurrencies, rate_rps=rate_rps, trace=trace,
-                          num_requests=num_requests, range_ratio=range_ratio,
-                          prefix_hit=prefix_hit, burstiness=burstiness, seed=seed)
-    longest = wls[0].longest_prompt + wls[0].longest_output
-    if longest > sc.model.max_context:
-        raise PerfModelError(f"prompt + output of {longest} tokens exceed the "
-                             f"{sc.model.max_context}-token context of {sc.model.id}")
-    points = simulate_points(sc, wls, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
-                             timeline=timeline)
-    seqs, budget = sc.engine.scheduler.limits(sc.hw, sc.dep.pp)
-    sched = (f"{sc.engine.batching} batching, max_num_seqs {seqs or 'KV-limited'}, token budget "
-             f"{budget or 'unlimited'}; {sc.engine.scheduler.source or 'no source'}")
-    if wls[0].arrival == "closed" and num_requests is None:
-        assumptions.append(f"{DEFAULT_PROMPTS_PER_SLOT} x concurrency requests per level "
-                           "(InferenceMAX / vLLM bench serve recipe; set num_requests)")
-    return ServeReport(
-        model=sc.model.id, gpu=sc.hw.id, engine=sc.engine.id, precision=sc.precision.label,
-        tp=tp, pp=pp, ep=ep, arrival=wls[0].arrival, prompt_tokens=wls[0].prompt_tokens,
-        output_tokens=wls[0].output_tokens, range_ratio=range_ratio, prefix_hit=prefix_hit,
-        scheduler=sched, max_num_seqs=seqs, max_num_batched_tokens=budget, points=points,
-        warnings=warnings, assumptions=assumptions)
+def serve(query: Query | str | object = None, gpu=None, *, concurrencies=None, rate_rps=None,
+          timeline: bool = False, prompt_tokens: int | None = 1024,
+          output_tokens: int | None = 1024, **fields) -> ServeReport:
+    """Simulate a serving benchmark of a Query: closed loop at each of `concurrencies`, open
+    loop at each of `rate_rps`, or the Query's own level (concurrency, rate_rps or trace: CSV
+    path or (arrival_s, prompt, output) rows). Also accepts the older call
+    serve(model, gpu, prompt_tokens=..., output_tokens=..., trace=..., ...), whose keywords
+    are the Query's field names. max_num_seqs / max_num_batched_tokens override the
+    engine's scheduler limits (as the engines' flags of those names do). Raises
+    PerfModelError on bad input; a level that cannot run says why (fits=False)."""
+    if query is None:
+        query = fields.pop("model", None)
+    if isinstance(query, Query):
+        if gpu is not None or fields:
+            raise PerfModelError("serve(query) takes the levels only; put the rest in the Query")
+        q = query
+    else:
+        if fields.get("trace") is None and (prompt_tokens is None or output_tokens is None):
+            raise PerfModelError("prompt_tokens and output_tokens are required without a trace")
+        lengths = {k: v for k, v in (("prompt_tokens", prompt_tokens),
+                                     ("output_tokens", output_tokens)) if v is not None}
+        q = make_query(model=query, gpu=gpu, **lengths, **fields)
+    sc, warnings, assumptions = resolve(q)
+    return serve_report(q, sc, warnings, assumptions, concurrencies=concurrencies,
+                        rate_rps=rate_rps, timeline=timeline)

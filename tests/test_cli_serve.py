@@ -37,8 +37,8 @@ def test_table_and_trace(tmp_path, capsys):
 @pytest.mark.parametrize("extra,msg", [
     (["--prompt", "10", "--output", "10", "--rate", "0"], "positive"),
     (["--prompt", "10", "--output", "10", "--concurrency", "0"], "positive"),
-    (["--prompt", "10", "--concurrency", "2"], "--prompt and --output"),
-    (["--prompt", "10", "--output", "10", "--concurrency", "2", "--prefix-hit", "1"], "[0, 1)"),
+    (["--prompt", "10", "--concurrency", "2"], "--prompt-tokens and --output-tokens"),
+    (["--prompt", "10", "--output", "10", "--concurrency", "2", "--prefix-hit", "1"], "less than 1"),
     (["--prompt", "10", "--output", "10", "--concurrency", "2", "--rate", "1"], "not allowed"),
     (["--prompt", "200000", "--output", "10", "--concurrency", "2"], "context"),
 ])

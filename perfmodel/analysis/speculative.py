@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from perfmodel.api import resolve
+from perfmodel.api import make_query, resolve
 from perfmodel.core.catalog import load_model
 from perfmodel.analysis.drafts import (METHODS, NGRAM_LOOKUP_S, NGRAM_LOOKUP_S_PER_SEQ,
                                        RESEARCH_STEP_OPS, RESEARCH_TREES, Drafter, build_drafter)
@@ -385,11 +385,12 @@ def speculative_estimate(model, gpu, *, method: str, draft=None, gamma: int | No
                          target_speedup: float | None = None, attention: str | None = None,
                          profile=None, hardware_dir: str | None = None) -> SpeculativeEstimate:
     """By ids (as api.predict_request): model/draft are catalog ids, HF repos or config paths;
-    draft_weights sets the drafter's weight precision (default: the target's precision)."""
-    sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv,
-                                        activations=activations, engine=engine, tp=tp, pp=pp,
-                                        ep=ep, attention=attention, profile=profile,
-                                        hardware_dir=hardware_dir)
+    draft_weights sets the drafter's weight precision (default: the target's precision).
+    The ids, batch and context are validated once, as a Query (core/query.py)."""
+    q = make_query(model=model, gpu=gpu, weights=weights, kv=kv, activations=activations,
+                   engine=engine, tp=tp, pp=pp, ep=ep, attention=attention, profile=profile,
+                   hardware_dir=hardware_dir, batch=batch, context_tokens=context)
+    sc, warnings, assumptions = resolve(q)
     draft_spec = None if draft is None else (draft if isinstance(draft, ModelSpec) else load_model(draft))
     dprec = None
     if draft_weights is not None:
@@ -405,7 +406,7 @@ def speculative_estimate(model, gpu, *, method: str, draft=None, gamma: int | No
     elif gamma is None:
         assumptions = assumptions + [f"gamma {DEFAULT_GAMMA.get(method, FALLBACK_GAMMA)} "
                                      "draft tokens per step (default)"]
-    est = estimate_specs(sc, method, batch=batch, context=context, gamma=gamma,
+    est = estimate_specs(sc, method, batch=q.batch, context=q.context, gamma=gamma,
                          acceptance=acceptance, mean_accepted_tokens=mean_accepted_tokens,
                          draft=draft_spec, draft_precision=dprec, tree_tokens=tree_tokens,
                          target_speedup=target_speedup)

@@ -36,13 +36,27 @@ def nonneg_int(text: str) -> int:
     return _int_at_least(text, 0, ">= 0")
 
 
-def positive_float(text: str) -> float:
+def _finite_float(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(v) or v <= 0:
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
+    return v
+
+
+def positive_float(text: str) -> float:
+    v = _finite_float(text)
+    if v <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive finite number")
+    return v
+
+
+def nonneg_float(text: str) -> float:
+    v = _finite_float(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
     return v
 
 
@@ -76,6 +90,14 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n")
 
 
+def print_notes(result: Any) -> None:
+    """A result's warnings, then its assumptions, one line each."""
+    for w in result.warnings:
+        print(f"warning: {w}")
+    for a in result.assumptions:
+        print(f"assumed: {a}")
+
+
 def print_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> None:
     """A plain aligned text table."""
     if not rows:
@@ -99,7 +121,7 @@ def _cell(v: Any) -> str:
 
 OLD_SPELLINGS = {"prompt_tokens": "--prompt", "output_tokens": "--output",
                  "context_tokens": "--context", "ttft_slo_s": "--ttft-slo",
-                 "tpot_slo_s": "--tpot-slo", "rate_rps": "--rate"}
+                 "tpot_slo_s": "--tpot-slo", "rate_rps": "--rate", "num_requests": "--requests"}
 """Flags renamed to the Query's field names; the old spelling stays an alias for one release."""
 
 
@@ -118,11 +140,13 @@ def _parse(annotation, meta=()) -> tuple[str, tuple]:
     if annotation is int:
         return ("nonneg" if any(isinstance(m, Ge) and m.ge == 0 for m in flat) else "count"), ()
     if annotation is float:
-        return "real", ()
+        return ("share" if any(isinstance(m, Ge) and m.ge == 0 for m in flat) else "real"), ()
     return "text", ()
 
 
-_TYPES = {"count": positive_int, "nonneg": nonneg_int, "real": positive_float, "text": str}
+_TYPES = {"count": positive_int, "nonneg": nonneg_int, "real": positive_float,
+          "share": nonneg_float, "text": str}
+"""Argument types by kind; upper bounds (a share below 1, a ratio up to 1) are the Query's."""
 
 
 def query_flag(name: str) -> str:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from perfmodel import api
-from perfmodel.cli.common import add_query_args, print_json, print_table, query_from_args
+from perfmodel.cli.common import (add_query_args, print_json, print_notes, print_table,
+                                  query_from_args)
 from perfmodel.cli.memory import TARGET_FIELDS, add_target_args
 from perfmodel.core.profile import load_profile
 from perfmodel.core.units import GB, ms
@@ -54,8 +55,5 @@ def run(args) -> int:
         print(f"{100 * intervals['level']:.0f}% range (validation residuals): TTFT "
               f"{ms(ttft['lo']):.3g}-{ms(ttft['hi']):.3g} ms, TPOT "
               f"{ms(tpot['lo']):.3g}-{ms(tpot['hi']):.3g} ms")
-    for w in r.warnings:
-        print(f"warning: {w}")
-    for a in r.assumptions:
-        print(f"assumed: {a}")
+    print_notes(r)
     return 0

@@ -4,12 +4,13 @@ engine's scheduler and print the percentiles bench-endpoint measures."""
 from __future__ import annotations
 
 import argparse
-import math
 
 from perfmodel import api
-from perfmodel.cli.common import int_list, positive_float, positive_int, print_json, print_table
-from perfmodel.cli.memory import add_target_args
+from perfmodel.cli.common import (add_query_args, int_list, positive_float, print_json,
+                                  print_notes, print_table, query_from_args)
+from perfmodel.cli.memory import TARGET_FIELDS, add_target_args
 from perfmodel.core.errors import PerfModelError
+from perfmodel.core.query import field_help
 from perfmodel.core.units import ms
 
 
@@ -20,80 +21,46 @@ def float_list(text: str) -> list[float]:
     return vals
 
 
-def fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(v) or not 0 <= v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be in [0, 1)")
-    return v
-
-
-def ratio(text: str) -> float:
-    v = positive_float(text)
-    if v > 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
-    return v
+SERVE_FIELDS = ("activations", "ep", "dp", "profile", "prompt_tokens", "output_tokens",
+                "num_requests", "burstiness", "range_ratio", "prefix_hit", "ttft_slo_s",
+                "tpot_slo_s", "seed", "max_num_seqs", "max_num_batched_tokens")
+"""Query fields `perfmodel serve` takes as flags (the levels and --trace are added beside)."""
 
 
 def register(sub) -> None:
     p = sub.add_parser("serve", help="simulate a serving benchmark on the engine's scheduler "
                        "(TTFT/TPOT/ITL percentiles, throughput, goodput)")
     add_target_args(p)
-    p.add_argument("--ep", type=positive_int, default=1, help="expert-parallel degree")
-    p.add_argument("--profile", default=None, help="calibrated profile YAML")
-    p.add_argument("--prompt-tokens", "--prompt", dest="prompt", type=positive_int, default=None,
-                   help="input tokens per request (--prompt: old spelling, kept for one release)")
-    p.add_argument("--output-tokens", "--output", dest="output", type=positive_int, default=None,
-                   help="output tokens per request (--output: old spelling, kept for one release)")
+    add_query_args(p, SERVE_FIELDS, defaults={"prompt_tokens": None, "output_tokens": None})
     load = p.add_mutually_exclusive_group(required=True)
-    load.add_argument("--concurrency", type=int_list, help="closed loop: requests in flight, e.g. 1,8,64")
-    load.add_argument("--rate", type=float_list, help="open loop: requests per second, e.g. 2,5")
-    load.add_argument("--trace", help="CSV with columns arrival_s,prompt_tokens,output_tokens")
-    p.add_argument("--requests", type=positive_int, default=None,
-                   help="requests per level (closed loop default 10 x concurrency, open loop 1000)")
-    p.add_argument("--burstiness", type=positive_float, default=1.0,
-                   help="open loop: gamma shape of the gaps (1: Poisson)")
-    p.add_argument("--range-ratio", type=ratio, default=1.0,
-                   help="lengths uniform in [ratio x L, L] (vLLM --random-range-ratio; 1: fixed)")
-    p.add_argument("--prefix-hit", type=fraction, default=0.0, help="share of each prompt cached")
-    p.add_argument("--ttft-slo-s", "--ttft-slo", dest="ttft_slo", type=positive_float, default=None,
-                   help="TTFT target, seconds")
-    p.add_argument("--tpot-slo-s", "--tpot-slo", dest="tpot_slo", type=positive_float, default=None,
-                   help="TPOT target, seconds")
+    load.add_argument("--concurrency", type=int_list,
+                      help="closed loop: requests in flight, one level or a list, e.g. 1,8,64")
+    load.add_argument("--rate-rps", "--rate", dest="rate_rps", type=float_list,
+                      help="open loop: requests per second, one level or a list, e.g. 2,5 "
+                      "(--rate: old spelling, kept for one release)")
+    load.add_argument("--trace", help=field_help("trace"))
     p.add_argument("--timeline", action="store_true", help="include the per-step timeline (JSON)")
-    p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    trace = args.trace
-    prompt, output = args.prompt, args.output
-    if trace is None and (prompt is None or output is None):
-        raise PerfModelError("--prompt and --output are required without --trace")
-    r = api.serve(args.model, args.gpu, weights=args.weights, kv=args.kv, engine=args.engine,
-                  tp=args.tp, pp=args.pp, ep=args.ep, profile=args.profile,
-                  prompt_tokens=prompt, output_tokens=output, concurrencies=args.concurrency,
-                  rate_rps=args.rate, trace=trace, num_requests=args.requests,
-                  range_ratio=args.range_ratio, prefix_hit=args.prefix_hit,
-                  burstiness=args.burstiness, ttft_slo_s=args.ttft_slo,
-                  tpot_slo_s=args.tpot_slo, timeline=args.timeline, seed=max(args.seed, 0),
-                  hardware_dir=args.hardware_dir)
+    if args.trace is None and (args.prompt_tokens is None or args.output_tokens is None):
+        raise PerfModelError("--prompt-tokens and --output-tokens are required without --trace")
+    q = query_from_args(args, TARGET_FIELDS + SERVE_FIELDS + ("trace",))
+    r = api.serve(q, concurrencies=args.concurrency, rate_rps=args.rate_rps,
+                  timeline=args.timeline)
     if args.json:
         print_json(r)
         return 0
     shape = "trace" if r.arrival == "trace" else f"{r.prompt_tokens} in / {r.output_tokens} out"
-    print(f"{r.model} on {r.gpu} x{r.tp * r.pp}, {r.engine}, {r.precision}, {shape}, {r.arrival}")
+    print(f"{r.model} on {r.gpu} x{r.tp * r.pp * q.dp}, {r.engine}, {r.precision}, {shape}, "
+          f"{r.arrival}")
     print_table([_row(p) for p in r.points])
     for p in r.points:
         if not p.fits:
             print(f"level {p.concurrency or p.rate_rps}: {p.reason}")
     print(f"scheduler: {r.scheduler}")
-    for w in r.warnings:
-        print(f"warning: {w}")
-    for a in r.assumptions:
-        print(f"assumed: {a}")
+    print_notes(r)
     return 0
 
 

@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import math
 
 from perfmodel.analysis import sizing
-from perfmodel.cli.common import (add_query_args, int_list, positive_float, positive_int,
-                                  print_json, print_table, str_list)
+from perfmodel.cli.common import (add_query_args, int_list, nonneg_float, positive_float,
+                                  positive_int, print_json, print_table, str_list)
 from perfmodel.core.units import ms
-
-
-def nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
-    return v
 
 
 def price_pair(text: str) -> dict[str, float]:

@@ -17,10 +17,9 @@ import os
 import time
 from pathlib import Path
 
-from pydantic import ValidationError
 
-from perfmodel.core.files import parse_text, read_text
-from perfmodel.core.errors import PerfModelError, SpecFileError, UnknownIdError, pydantic_message
+from perfmodel.core.files import parse_text, read_text, validate_spec
+from perfmodel.core.errors import PerfModelError, SpecFileError, UnknownIdError
 from perfmodel.core.specs import HardwareSpec, PriceSpec
 
 ENV_VAR = "PERFMODEL_HARDWARE_DIR"
@@ -90,10 +89,7 @@ def _parse(resolved: str, mtime_ns: int, size: int) -> HardwareSpec:
     p = Path(resolved)
     where = _display(p)
     data = parse_text(read_text(p, what="hardware file"), where=where, fmt="yaml")
-    try:
-        return HardwareSpec.model_validate(data)
-    except ValidationError as exc:
-        raise SpecFileError(f"{where}: {pydantic_message(exc)}") from None
+    return validate_spec(data, HardwareSpec, where=where)
 
 
 def _display(p: Path) -> str:

@@ -4,7 +4,7 @@ written by calibrate/fit.py (or `perfmodel calibrate engine`) and read with --pr
 File format (YAML):
     kind: perfmodel-profile
     gpu: h200-sxm                  # hardware_db id the efficiencies were fitted on
-    efficiency: {mem_bw: 0.86, gemm_max: 0.79, ...}    # a full Efficiency
+    efficiency: {mem_bw_fraction: 0.86, gemm_max: 0.79, ...}  # a full Efficiency (old keys mem_bw, link load too)
     engines: {torch-graph: {kernels_per_layer: 44.2, elementwise_traffic: 6.2}}   # GPU side
     host: Intel(R) Xeon(R) Processor (family 6 model 207, 2100 MHz)   # host of the fit
     hosts: {<host>: {torch-eager: {launch_s: 1.3e-5, cpu_overhead_per_step_s: 3.0e-4}}}
@@ -21,7 +21,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from perfmodel.core.engines import ENGINES
-from perfmodel.core.files import load_mapping
+from perfmodel.core.files import load_spec
 from perfmodel.core.errors import PerfModelError, SpecFileError, pydantic_message
 from perfmodel.core.specs import Efficiency, EngineProfile, Spec
 
@@ -60,11 +60,7 @@ class Profile(Spec):
 def load_profile(path: str | Path) -> Profile:
     """Parse a profile; errors name the file and the field."""
     p = Path(path)
-    data = load_mapping(p, what="profile", fmt="yaml")
-    try:
-        prof = Profile.model_validate(data)
-    except ValidationError as exc:
-        raise SpecFileError(f"{p}: {pydantic_message(exc)}") from None
+    prof = load_spec(p, Profile, what="profile", fmt="yaml")
     for eng, over in prof.engines.items():
         bad = set(over) - _ENGINE_FIELDS
         if bad:

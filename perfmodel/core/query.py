@@ -53,6 +53,12 @@ Count = Annotated[int, BeforeValidator(_integer), Field(gt=0, le=MAX_COUNT)]
 """A positive integer count (tokens, sequences, GPUs)."""
 NonNegCount = Annotated[int, BeforeValidator(_integer), Field(ge=0, le=MAX_COUNT)]
 PositiveReal = Annotated[float, BeforeValidator(_seconds_or_rate), Field(gt=0)]
+Ratio = Annotated[float, BeforeValidator(_seconds_or_rate), Field(gt=0, le=1)]
+"""A fraction in (0, 1]."""
+Share = Annotated[float, BeforeValidator(_seconds_or_rate), Field(ge=0, lt=1)]
+"""A fraction in [0, 1)."""
+TraceRows = tuple[tuple[float, int, int], ...]
+"""(arrival_s, prompt_tokens, output_tokens) rows of a request trace."""
 
 ARRAY_FIELDS = ("batch", "prompt_tokens", "output_tokens", "context_tokens")
 """Workload fields api.evaluate accepts as numpy arrays (one vectorized call)."""
@@ -66,32 +72,41 @@ class Query(BaseModel):
 
     # ------------------------------------------------------------------ ids
     model: str | ModelSpec = Field(
-        description="Model: catalog id, HF repo id, or path to config.json.")
+        title="Model", description="Model: catalog id, HF repo id, or path to config.json.")
     gpu: str | HardwareSpec = Field(
-        description="Accelerator: hardware_db id (see `perfmodel gpus`) or a YAML path.")
+        title="GPU", description="Accelerator: hardware_db id (see `perfmodel gpus`) or a YAML path.")
     weights: str = Field(
-        default="bf16", min_length=1,
+        title="Weights", default="bf16", min_length=1,
         description="Weight precision: fp32, bf16, fp16, fp8, int8, int4[-gN], fp4.")
-    kv: str | None = Field(default=None, description="KV-cache precision (default bf16).")
+    kv: str | None = Field(title="KV cache", default=None,
+                           description="KV-cache precision (default bf16).")
     activations: str | None = Field(
-        default=None, description="Matmul input precision (default: from the weights).")
-    engine: str = Field(default="vllm", min_length=1, description="Engine preset id.")
-    tp: Count = Field(default=1, description="Tensor-parallel GPUs.")
-    pp: Count = Field(default=1, description="Pipeline stages.")
-    ep: Count = Field(default=1, description="Expert-parallel degree, over the tp x dp GPUs of a stage.")
-    dp: Count = Field(default=1, description="Attention data-parallel groups of tp GPUs "
+        title="Activations", default=None,
+        description="Matmul input precision (default: from the weights).")
+    engine: str = Field(title="Engine", default="vllm", min_length=1,
+                        description="Engine preset id.")
+    tp: Count = Field(title="TP", default=1, description="Tensor-parallel GPUs.")
+    pp: Count = Field(title="PP", default=1, description="Pipeline stages.")
+    ep: Count = Field(title="EP", default=1,
+                      description="Expert-parallel degree, over the tp x dp GPUs of a stage.")
+    dp: Count = Field(title="DP", default=1,
+                      description="Attention data-parallel groups of tp GPUs "
                       "(SGLang --enable-dp-attention, TRT-LLM attention_dp).")
     attention: Literal["naive", "flash", "paged"] | None = Field(
         default=None, description="Override the engine's attention kernel.")
     profile: str | Path | Profile | None = Field(
-        default=None, description="Calibrated profile YAML.")
+        title="Calibration profile", default=None,
+        description="Calibrated profile YAML: fitted efficiencies and engine overheads.")
     hardware_dir: str | None = Field(
         default=None, description="Extra folder of hardware YAML files.")
 
     # ------------------------------------------------------------------ workload
-    batch: Count = Field(default=1, description="B: sequences decoded together.")
-    prompt_tokens: Count = Field(default=512, description="Input tokens per request.")
-    output_tokens: Count = Field(default=128, description="Generated tokens per request.")
+    batch: Count = Field(title="Batch (sequences)", default=1,
+                         description="B: sequences decoded together.")
+    prompt_tokens: Count = Field(title="Prompt (tokens)", default=512,
+                                 description="Input tokens per request.")
+    output_tokens: Count = Field(title="Output (tokens)", default=128,
+                                 description="Generated tokens per request.")
     context_tokens: NonNegCount | None = Field(
         default=None, description="KV length (tokens) of the reported decode step (default: prompt).")
     new_tokens: Count = Field(
@@ -100,8 +115,24 @@ class Query(BaseModel):
         default=None, description="Requests kept in flight (closed loop); serving workloads.")
     rate_rps: PositiveReal | None = Field(
         default=None, description="Poisson arrival rate in requests per second; serving workloads.")
-    trace: str | None = Field(
-        default=None, description="Path to a request trace (arrival, prompt, output tokens).")
+    trace: str | TraceRows | None = Field(
+        default=None, description="Request trace: CSV path with columns arrival_s, "
+        "prompt_tokens, output_tokens (or those rows); serving workloads.")
+    num_requests: Count | None = Field(
+        default=None, description="Requests per serving level (closed loop default 10 x "
+        "concurrency, open loop 1000).")
+    range_ratio: Ratio = Field(
+        default=1.0, description="Simulated lengths uniform in [ratio x L, L] (vLLM "
+        "--random-range-ratio; 1: fixed).")
+    prefix_hit: Share = Field(
+        default=0.0, description="Share of each prompt already in the prefix cache (simulation).")
+    burstiness: PositiveReal = Field(
+        default=1.0, description="Open loop: gamma shape of the arrival gaps (1: Poisson).")
+    seed: NonNegCount = Field(default=0, description="Seed of simulated lengths and arrivals.")
+    max_num_seqs: Count | None = Field(
+        default=None, description="Override the engine's max running sequences (simulation).")
+    max_num_batched_tokens: Count | None = Field(
+        default=None, description="Override the engine's token budget per step (simulation).")
     longest_prompt_tokens: Count | None = Field(
         default=None, description="Longest prompt of the length distribution (tokens).")
     longest_output_tokens: Count | None = Field(
@@ -134,5 +165,10 @@ def make_query(**fields) -> Query:
 
 
 def field_help(name: str) -> str:
-    """The description of one Query field (CLI help, web labels)."""
+    """The description of one Query field (CLI help, web help texts)."""
     return Query.model_fields[name].description or ""
+
+
+def field_label(name: str) -> str:
+    """The short title of one Query field (web widget labels), else its name."""
+    return Query.model_fields[name].title or name.replace("_", " ")

@@ -35,6 +35,8 @@ from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.predict import Scenario
 from perfmodel.core.query import MAX_COUNT, make_query
 from perfmodel.serving.knee import KNEE_MIN_GAIN, KNEE_RULE, Knee, KneePoint  # noqa: F401 (re-exported)
+
+__all__ = ["KNEE_MIN_GAIN", "KNEE_RULE", "Knee", "KneePoint"]
 from perfmodel.serving.knee import find_knee as knee_of
 from perfmodel.serving.queueing import goodput_rps, open_loop
 
@@ -58,8 +60,8 @@ class CurvePoint(BaseModel):
         description="fits and TTFT, TPOT within targets (None: no targets).")
 
 
-class ServeCurve(BaseModel):
-    """The latency-throughput curve of one replica."""
+class Served(BaseModel):
+    """What runs: the resolved ids every serving result starts with."""
 
     model_config = ConfigDict(frozen=True)
     model: str
@@ -69,6 +71,11 @@ class ServeCurve(BaseModel):
     tp: int
     pp: int
     ep: int
+
+
+class ServeCurve(Served):
+    """The latency-throughput curve of one replica."""
+
     num_gpus: int
     prompt_tokens: int
     output_tokens: int
@@ -85,17 +92,9 @@ class ServeCurve(BaseModel):
     assumptions: list[str]
 
 
-class MaxThroughput(BaseModel):
+class MaxThroughput(Served):
     """Offline maximum output throughput (all requests queued)."""
 
-    model_config = ConfigDict(frozen=True)
-    model: str
-    gpu: str
-    engine: str
-    precision: str
-    tp: int
-    pp: int
-    ep: int
     prompt_tokens: int
     output_tokens: int
     concurrency: int = Field(description="Concurrency at which it is reached (the limit).")

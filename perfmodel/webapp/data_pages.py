@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.webapp.data import CACHE, api_kwargs
+from perfmodel.webapp.data import CACHE, ui_query
 from perfmodel.webapp.state import UIScenario, profile_target, target
 
 
@@ -19,8 +19,7 @@ def serve(key: str, concurrencies: tuple[int, ...]):
     from perfmodel.serving.knee import KneePoint, find_knee
 
     scn = UIScenario.from_key(key)
-    rep = api.serve(**api_kwargs(scn), prompt_tokens=scn.prompt, output_tokens=scn.output,
-                    concurrencies=list(concurrencies))
+    rep = api.serve(ui_query(scn), concurrencies=list(concurrencies))
     ran = [KneePoint(concurrency=p.concurrency, output_tok_s_total=p.output_tok_s_total,
                      e2e_s=p.e2e_p50_s, ttft_s=p.ttft_p50_s, tpot_s=p.tpot_p50_s)
            for p in rep.points if p.fits and p.output_tok_s_total and p.e2e_p50_s is not None]
@@ -118,9 +117,9 @@ def simulate(key: str, levels: tuple[int, ...], num_requests: int, range_ratio: 
     from perfmodel import api
 
     scn = UIScenario.from_key(key)
-    return api.serve(**api_kwargs(scn), prompt_tokens=scn.prompt, output_tokens=scn.output,
-                     concurrencies=list(levels), num_requests=num_requests or None,
-                     range_ratio=range_ratio, prefix_hit=prefix_hit, timeline=True)
+    q = ui_query(scn).with_(num_requests=num_requests or None, range_ratio=range_ratio,
+                            prefix_hit=prefix_hit)
+    return api.serve(q, concurrencies=list(levels), timeline=True)
 
 
 @st.cache_data(**CACHE)

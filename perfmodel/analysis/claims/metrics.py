@@ -1,7 +1,7 @@
 """Evaluate a claim scenario with the one time model: every metric, and what bounds it.
 
-Plain decoding: predict.request_times (TTFT, the decode steps integrated over the growing
-context, E2E). On top of it, each scenario feature changes one piece:
+Plain decoding: api.evaluate on the resolved scenario (TTFT, the decode steps integrated over
+the growing context, E2E). On top of it, each scenario feature changes one piece:
 - KV cache off: every decode step recomputes the whole prefix, i.e. the step that would
   read S cached tokens becomes a step of T = S+1 new tokens over S = 0 (the same op list),
   integrated over the decode contexts (trapezoid, KV_OFF_NODES points).
@@ -153,9 +153,9 @@ def _decode(f: Scenario, strict: bool) -> dict:
     sc, warnings = resolve(f, strict=strict)
     assumptions: list[str] = []
     B, P, O = f.width, f.prompt_tokens, f.output_tokens
-    rt = predict.request_times(sc, B, P, O)
-    ttft, tpot = float(rt.ttft_s), float(rt.tpot_s)
-    prefill_bound, decode_bound = str(rt.prefill.bound), str(rt.step.bound)
+    ev = api.evaluate(f.query(batch=B, concurrency=None), scenario=sc)   # the one step path
+    ttft, tpot = ev.ttft_s, ev.tpot_s
+    prefill_bound, decode_bound = ev.prefill_bound, ev.bound
     served = None
     if f.concurrency is not None:
         served = _serve(sc, f, assumptions)

@@ -29,8 +29,8 @@ from pydantic import Field, ValidationError, model_validator
 from perfmodel.core.catalog import list_models, load_model
 from perfmodel.core.efficiency import default_efficiency
 from perfmodel.core.engines import load_engine
-from perfmodel.core.files import load_mapping
-from perfmodel.core.errors import PerfModelError, SpecFileError, pydantic_message
+from perfmodel.core.files import load_spec
+from perfmodel.core.errors import PerfModelError, pydantic_message
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.params import count_params
 from perfmodel.core.profile import load_profile
@@ -324,12 +324,7 @@ def _fill_speculative(sc: Scenario, m: ModelSpec, notes: list[str]) -> Speculati
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read a scenario from YAML or JSON; errors name the file and the field."""
-    p = Path(path)
-    data = load_mapping(p, what="scenario", fmt="auto")
-    try:
-        return Scenario.model_validate(data)
-    except ValidationError as exc:
-        raise SpecFileError(f"{p}: {pydantic_message(exc)}") from None
+    return load_spec(Path(path), Scenario, what="scenario", fmt="auto")
 
 
 def dump_scenario(sc: Scenario) -> str:

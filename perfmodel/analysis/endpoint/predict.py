@@ -112,9 +112,8 @@ def simulate_level(spec: PredictSpec, *, concurrency: int, requests: int, prompt
                    output: int) -> dict[str, float]:
     """api.serve of one closed-loop level; {} when the level does not run in the model."""
     from perfmodel.api import serve
-    rep = serve(spec.model, spec.gpu, weights=spec.weights, kv=spec.kv, engine=spec.engine,
-                prompt_tokens=prompt, output_tokens=output, concurrencies=[concurrency],
-                num_requests=requests)
+    rep = serve(spec.query(prompt_tokens=prompt, output_tokens=output, concurrency=concurrency,
+                           num_requests=requests))
     p = rep.points[0]
     return {k: float(getattr(p, k)) for k in SIM_KEYS if getattr(p, k) is not None}
 

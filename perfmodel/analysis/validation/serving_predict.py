@@ -100,12 +100,12 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
               specs: _Specs) -> dict[int, PredictedPoint | str]:
     """The step-level simulator (perfmodel/serving/simulate.py through api.serve), closed loop
     at the measured concurrencies with fixed lengths; a level it cannot run gives its reason."""
-    from perfmodel import api   # noqa: PLC0415 - exists only once the simulator is merged
-    extra = _dp_kwarg(api.serve, t)
-    rep = api.serve(specs.model(t.model), specs.gpu(t.gpu), weights=t.weights, kv=t.kv,
-                    activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp, ep=t.ep,
-                    profile=profile, prompt_tokens=t.prompt, output_tokens=t.output,
-                    concurrencies=concurrencies, **extra)
+    from perfmodel import api   # noqa: PLC0415
+    q = api.make_query(model=specs.model(t.model), gpu=specs.gpu(t.gpu), weights=t.weights,
+                       kv=t.kv, activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp,
+                       ep=t.ep, dp=t.attention_dp, profile=profile, prompt_tokens=t.prompt,
+                       output_tokens=t.output)
+    rep = api.serve(q, concurrencies=concurrencies)
     out: dict[int, PredictedPoint | str] = {}
     for p in rep.points:
         stat = _sim_stat(type(p).model_fields)
@@ -151,7 +151,7 @@ def predictors() -> dict[str, Predictor]:
         out["sim"] = Predictor(
             name="sim", description="step-level simulator (perfmodel/serving/simulate.py)",
             statistic=f"simulated {stat} over the run's requests",
-            capabilities=Capabilities(attention_dp=_dp_keyword(api.serve) is not None),
+            capabilities=Capabilities(attention_dp=True),   # Query.dp
             fn=simulated)
     return out
 

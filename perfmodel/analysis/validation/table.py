@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import re
 from pathlib import Path
 
@@ -109,20 +108,30 @@ def _parse_table(p: Path, text: str) -> list[Measurement]:
         if extra:
             what.append(f"unknown column(s) {', '.join(map(str, extra))}")
         raise SpecFileError(f"{p}: not a measurement table: {'; '.join(what)}")
-    records = []
+    return rows_from_dicts(p.stem, records(reader, p))
+
+
+def records(reader: csv.DictReader, p: Path) -> list[dict[str, str]]:
+    """Every record of a CSV reader; a line with more cells than the header is an error."""
+    out = []
     for rec in reader:
         if None in rec:  # more cells than the header has columns
             raise SpecFileError(f"{p}: line {reader.line_num}: more cells than columns")
-        records.append(rec)
-    return rows_from_dicts(p.stem, records)
+        out.append(rec)
+    return out
+
+
+def write_rows(path: str | Path, rows: list[dict[str, str]], columns) -> None:
+    """Write CSV-like dicts with exactly these columns (missing cells empty)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(columns))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in columns})
 
 
 def write_table(path: str | Path, rows: list[dict[str, str]]) -> None:
     """Write CSV-like dicts with exactly the table's columns."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(COLUMNS))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r.get(k, "") for k in COLUMNS})
+    write_rows(path, rows, COLUMNS)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.core.errors import PerfModelError
 from perfmodel.core.units import US
 from perfmodel.webapp import charts_calib, data_pages, inputs, state
 from perfmodel.webapp.texts import num
@@ -24,13 +23,8 @@ def _use(ref: str) -> None:
 
 def _on_upload(kind: str, upload_key: str, field: str) -> None:
     """Uploader callback: store the file, remember it, make it the scenario's `field`."""
-    f = st.session_state.get(upload_key)
-    if f is None:
-        return
-    try:
-        ref = state.save_upload(kind, f.getvalue(), f.name)
-    except PerfModelError as exc:
-        st.session_state["upload_error"] = str(exc)
+    ref = inputs.store_upload(kind, upload_key)
+    if ref is None:
         return
     inputs.remember(field, ref)
     inputs.set_field(field, ref)
