@@ -298,3 +298,20 @@ def test_workload_validates_once_with_one_line(arrival, conc, n, rate, ratio, hi
     req = wl.requests()
     assert req.prompt_tokens.size == wl.n_requests <= 200_000
     assert np.all(req.cached_tokens < req.prompt_tokens)
+
+
+def test_pipeline_step_is_paced_by_the_micro_batch_holding_the_chunk():
+    """pp=4: a 1000-token chunk beside 64 decode rows runs in ONE micro-batch, so the step's
+    body is at least body(64/4 + 1000 rows), never body((64 + 1000)/4) (GPipe balance; the
+    scheduler places a chunk in one micro-batch). Decode-only steps are unchanged."""
+    from dataclasses import replace as _replace
+    from perfmodel.core.specs import Deployment
+    from perfmodel.serving.batching import heavy_prompt_rows
+    sc = _replace(SC, dep=Deployment(pp=4))
+    cost = stepcost.build(sc, max_rows=4096, max_seqs=64, max_chunk=2048, max_context=4096)
+    with_chunk = cost.step_s(64, 64 * 1000.0, [1000], [0.0])
+    assert with_chunk >= float(cost.body(16.0 + 1000.0))
+    assert with_chunk > float(cost.body((64.0 + 1000.0) / 4)) + cost.overhead_s
+    assert heavy_prompt_rows(4 * 1000.0, 1000.0, 4) == 1000.0      # four prompts, one each
+    assert heavy_prompt_rows(1000.0, 1000.0, 4) == 1000.0          # one prompt: whole
+    assert heavy_prompt_rows(3000.0, 1000.0, 1) == 3000.0          # no pipeline: the sum

@@ -261,3 +261,18 @@ def test_cheapest_deployments_are_checked_by_simulation():
         assert d.sim_meets == (d.sim_ttft_p90_s <= 0.5 and d.sim_tpot_p90_s <= 0.03)
     flags = [d.sim_meets is False for d in r.deployments]
     assert flags == sorted(flags)          # misses after everything else
+
+
+def test_70b_on_h200_is_not_sized_as_a_four_stage_pipeline():
+    """Issue 14: `size` chose TP1xPP4 for Llama-3.1-70B on 4 x H200. The pipeline looked cheap
+    because a mixed step's prompt rows were spread over the pp micro-batches as if a chunk
+    could be cut in four; a chunk runs inside one micro-batch and the slowest micro-batch sets
+    the pipeline's period (batching.heavy_prompt_rows), so with 1000-token prompts the pipeline
+    pays each prompt's rows at full weight while TP4 pays the all-reduce on them. vLLM's
+    distributed-serving docs recommend TP inside a node and PP across nodes."""
+    for prec in ("bf16", "fp8"):
+        res = size("llama-3.1-70b", rate_rps=2.0, prompt=1000, output=500, ttft_slo_s=2.0,
+                   tpot_slo_s=0.05, gpus=["h200-sxm"], precisions=[prec], counts=[4])
+        assert res.deployments, res.infeasible_reason
+        best = res.deployments[0]
+        assert best.meets and best.pp == 1, (prec, best.tp, best.pp)
