@@ -336,12 +336,14 @@ def memory_of(query: Query) -> MemoryEstimate:
 
 def memory(model, gpu, *, weights: str = "bf16", kv: str | None = None, batch: int = 1,
            context: int = 4096, tp: int = 1, pp: int = 1, engine: str = "vllm",
-           hardware_dir: str | None = None) -> MemoryEstimate:
-    """Memory of one configuration per GPU (a positive context: tokens held per sequence)."""
+           hardware_dir: str | None = None, ep: int = 1, dp: int = 1) -> MemoryEstimate:
+    """Memory of one configuration per GPU (a positive context: tokens held per sequence).
+    Under attention DP (dp groups of tp GPUs, experts over ep of the tp x dp GPUs) `batch`
+    is the whole deployment's, spread over the dp groups."""
     if isinstance(context, (int, np.integer)) and not isinstance(context, bool) and context == 0:
         raise PerfModelError("context must be a positive integer, got 0")
     q = make_query(model=model, gpu=gpu, weights=weights, kv=kv, batch=batch,
-                   context_tokens=context, tp=tp, pp=pp, engine=engine,
+                   context_tokens=context, tp=tp, pp=pp, ep=ep, dp=dp, engine=engine,
                    hardware_dir=hardware_dir)
     return memory_of(q)
 

@@ -318,3 +318,35 @@ def test_trtllm_server_budget_splits_a_wave_into_8192_token_steps():
                     prompt_tokens=1024, output_tokens=2, concurrencies=[16], num_requests=16,
                     timeline=True, max_num_batched_tokens=32768)
     assert [p for p in big.points[0].timeline.prefill_tokens if p > 0] == [16384.0]
+
+
+def test_pipeline_step_is_paced_by_the_micro_batch_holding_the_chunk():
+    """pp=4: a 1000-token chunk beside 64 decode rows runs in ONE micro-batch, so the step's
+    body is at least body(64/4 + 1000 rows), never body((64 + 1000)/4) (GPipe balance; the
+    scheduler places a chunk in one micro-batch). Decode-only steps are unchanged."""
+    from dataclasses import replace as _replace
+    from perfmodel.core.specs import Deployment
+    from perfmodel.serving.batching import heavy_prompt_rows
+    sc = _replace(SC, dep=Deployment(pp=4))
+    cost = stepcost.build(sc, max_rows=4096, max_seqs=64, max_chunk=2048, max_context=4096)
+    with_chunk = cost.step_s(64, 64 * 1000.0, [1000], [0.0])
+    assert with_chunk >= float(cost.body(16.0 + 1000.0))
+    assert with_chunk > float(cost.body((64.0 + 1000.0) / 4)) + cost.overhead_s
+    assert heavy_prompt_rows(4 * 1000.0, 1000.0, 4) == 1000.0      # four prompts, one each
+    assert heavy_prompt_rows(1000.0, 1000.0, 4) == 1000.0          # one prompt: whole
+    assert heavy_prompt_rows(3000.0, 1000.0, 1) == 3000.0          # no pipeline: the sum
+
+
+def test_hybrid_model_state_is_per_sequence_not_per_token():
+    """Qwen3.5-397B-A17B (3 of 4 layers gated-DeltaNet with a constant recurrent state per
+    sequence): 64 requests of 1024 + 1024 tokens in fp8 on 8 x B200 hold ~50 GB of weights per
+    GPU and fit by the memory model; the simulator's KV pool must agree (it counted the state
+    once per token and queued every request beyond a handful)."""
+    from perfmodel.core.memory import estimate_memory
+    sc, _, _ = resolve("qwen3.5-397b-a17b", "b200", weights="fp8", kv="fp8", engine="sglang", tp=8)
+    assert sc.model.num_linear_attention_layers > 0
+    mem = estimate_memory(sc.model, sc.hw, sc.precision, batch=64, context=2048,
+                          engine=sc.engine, dep=sc.dep)
+    rep = api.serve("qwen3.5-397b-a17b", "b200", weights="fp8", kv="fp8", engine="sglang", tp=8,
+                    prompt_tokens=1024, output_tokens=1024, concurrencies=[64])
+    assert mem.fits and rep.points[0].fits, rep.points[0].reason

@@ -392,3 +392,41 @@ def test_reasons_count_together_whatever_their_numbers():
     assert a == b == "one request of #+# tokens needs # KV tokens; the pool holds # (# GB left)"
     assert reason_class("tp=64 does not divide num_heads=32 of qwen3.5-397b-a17b") == \
         "tp=# does not divide num_heads=# of qwen3.5-397b-a17b"
+
+
+@pytest.mark.parametrize("over, want", [
+    # vLLM DP attention as AIC imported it: tp = the GPUs, dp 2, moe_ep = tp x dp, batch per rank
+    (dict(backend="vllm", model_path="MiniMaxAI/MiniMax-M2.5", system="b200_sxm", tp_size=2,
+          attention_dp_size=2, moe_ep_size=4, batch_size=64), (1, 2, 2, 2, 128)),
+    # TRT-LLM attention DP over 8 GPUs written squared: dp 64 = moe_tp 8 x moe_ep 8, batch per rank
+    (dict(model_path="deepseek-ai/DeepSeek-V3", system="b200_sxm", tp_size=1,
+          attention_dp_size=64, moe_tp_size=8, moe_ep_size=8, batch_size=4), (1, 8, 8, 8, 256)),
+    # TP8 EP8 written squared: tp 64 on an 8-GPU server
+    (dict(model_path="deepseek-ai/DeepSeek-V3", system="b200_sxm", tp_size=64,
+          moe_tp_size=8, moe_ep_size=8, batch_size=8), (8, 8, 1, 8, 8)),
+    # a genuine hybrid (moe_tp 2 x moe_ep 2 inside TP4: 4 GPUs fit one server) is left as written
+    (dict(model_path="Qwen/Qwen3-235B-A22B", system="h100_sxm", tp_size=4,
+          attention_dp_size="", moe_tp_size=2, moe_ep_size=2, batch_size=8), (4, 2, 1, 4, 8)),
+])
+def test_import_encodings_read_back_to_the_layout_run(over, want):
+    t = _map(Capabilities(attention_dp=True), **over)
+    assert isinstance(t, ServingTarget), t
+    assert (t.tp, t.ep, t.attention_dp, t.num_gpus, t.concurrency) == want
+
+
+def test_twin_rows_of_the_file_map_to_one_layout():
+    """data/serving/aic_silicon_sample.csv lists MiniMax-M2.5 fp8 on B200 (vLLM, 1024/1024,
+    'tp2 ep2' at concurrency 128) twice: tp2/dp2/moe_ep4 at batch 64 and tp2/moe_ep2 at batch
+    128, with identical TTFT and TPOT (the same run). Both must map to 2 GPUs at 128."""
+    rows = [r for r in read_serving(DEFAULT_SERVING)
+            if r.get("model_path") == "MiniMaxAI/MiniMax-M2.5" and r.get("system") == "b200_sxm"
+            and r.get("isl") == r.get("osl") == "1024" and r.get("precision") == "fp8"
+            and r.get("tp_size") == "2" and r.get("moe_ep_size") in ("2", "4")
+            and r.get("moe_tp_size") == "1"]
+    got = {}
+    for r in rows:
+        t = map_serving_row(r, Capabilities(attention_dp=True))
+        got.setdefault(round(r.tpot_s * 1e3, 1), set()).add((t.num_gpus, t.concurrency))
+    pairs = [v for v in got.values() if len(v) == 1 and next(iter(v))[1] == 128]
+    assert rows and pairs, got
+    assert all(len(v) == 1 for v in got.values()), got   # the same TPOT -> the same layout

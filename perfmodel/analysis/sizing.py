@@ -5,9 +5,11 @@
          profile=None, hardware_dir=None) -> SizingResult
 
 Search: GPU x replica shape (TP in 1, 2, 4, 8 within a node; PP in powers of two; EP = TP
-for MoE models) x precision x engine. For each replica shape the curve over a concurrency
+for MoE models, and for MoE models attention data parallelism too: dp groups of one GPU
+with the experts over all dp GPUs, EP = dp, as SGLang's DP attention and TRT-LLM's
+attention_dp serve DeepSeek and Kimi) x precision x engine. For each replica shape the curve over a concurrency
 grid (batching.curve, vectorized) gives its goodput g (queueing.goodput_rps); serving R
-req/s takes r = ceil(R / g) replicas and count = r x tp x pp GPUs. Per GPU, precision and
+req/s takes r = ceil(R / g) replicas and count = r x tp x dp x pp GPUs. Per GPU, precision and
 engine the cheapest count is kept (shapes are tried smallest first and larger ones are
 skipped once a cheaper count is known); the list is ranked by $/hour, cheapest first.
 
@@ -70,10 +72,11 @@ class SizedDeployment(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     gpu: str
-    count: int = Field(description="GPUs in total: replicas x tp x pp.")
+    count: int = Field(description="GPUs in total: replicas x tp x dp x pp.")
     tp: int
     pp: int
     ep: int
+    dp: int = Field(default=1, description="Attention data-parallel groups of tp GPUs.")
     replicas: int
     precision: str = Field(description="WEIGHTS[/KV] as given, e.g. fp8 or fp8/fp8.")
     engine: str
@@ -238,8 +241,9 @@ def _split_precision(text: str) -> tuple[str, str | None]:
     return parts[0], (parts[1] if len(parts) == 2 else None)
 
 
-def shapes(m: ModelSpec, max_gpus: int) -> list[tuple[int, int, int]]:
-    """(tp, pp, ep) replica shapes, fewest GPUs first."""
+def shapes(m: ModelSpec, max_gpus: int) -> list[tuple[int, int, int, int]]:
+    """(tp, pp, ep, dp) replica shapes, fewest GPUs first. MoE models also get attention
+    DP shapes (tp 1, dp = ep = 2, 4, 8 where ep divides the experts; pp 1)."""
     out = []
     for tp in (1, 2, 4, 8):
         if tp > min(MAX_TP, max_gpus) or m.num_heads % tp:
@@ -249,9 +253,12 @@ def shapes(m: ModelSpec, max_gpus: int) -> list[tuple[int, int, int]]:
             eps = [1]
             if m.moe is not None and tp > 1 and m.moe.num_experts % tp == 0:
                 eps.append(tp)
-            out += [(tp, pp, ep) for ep in eps]
+            out += [(tp, pp, ep, 1) for ep in eps]
             pp *= 2
-    return sorted(out, key=lambda s: (s[0] * s[1], s[1], s[0], s[2]))
+    if m.moe is not None:
+        out += [(1, 1, dp, dp) for dp in (2, 4, 8)
+                if dp <= min(MAX_TP, max_gpus) and m.moe.num_experts % dp == 0]
+    return sorted(out, key=lambda s: (s[0] * s[1] * s[3], s[1], s[3], s[0], s[2]))
 
 
 def _search_group(ctx: _Ctx, sc0, prec: str, warnings: list[str]):
@@ -272,16 +279,16 @@ def _search_group(ctx: _Ctx, sc0, prec: str, warnings: list[str]):
     # miss) is enough (bounds the work for a 1e-9 s target)
     hopeless = (sc0.engine.cpu_overhead_per_step_s >= ctx.tpot
                 or sc0.engine.per_request_overhead_s >= ctx.ttft)
-    groups: dict[tuple[int, int], list[int]] = {}
-    for tp, pp, ep in shapes(ctx.m, ctx.max_gpus):
-        groups.setdefault((tp, ep), []).append(pp)
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for tp, pp, ep, dp in shapes(ctx.m, ctx.max_gpus):
+        groups.setdefault((tp, ep, dp), []).append(pp)
     evaluated = 0
-    for (tp, ep), pps in groups.items():
+    for (tp, ep, dp), pps in groups.items():
         if hopeless and miss is not None:
             break
         batch = []
         for pp in pps:
-            g = tp * pp
+            g = tp * dp * pp
             if best is not None and g > best.count:
                 continue
             reps = None
@@ -289,23 +296,26 @@ def _search_group(ctx: _Ctx, sc0, prec: str, warnings: list[str]):
                 reps = sorted(c // g for c in ctx.counts if c % g == 0)
                 if not reps:
                     continue
-            sc = replace(sc0, dep=Deployment(tp=tp, pp=pp, ep=ep))
+            sc = replace(sc0, dep=Deployment(tp=tp, pp=pp, ep=ep, dp=dp))
+            # per-GPU weights: an even split, except under attention DP (replicated attention)
+            w_gpu = full_weights / g if dp == 1 else weights_bytes(sc)
             try:
                 validate_deployment(sc.model, sc.dep)
                 if g > 1:
                     link_for(sc.hw, sc.dep)
             except PerfModelError:
                 continue   # e.g. no link in hardware_db for multi-GPU communication
-            lim = limits(sc, ctx.prompt, ctx.output, weights=full_weights / g)
-            base = dict(gpu=sc.hw.id, tp=tp, pp=pp, ep=ep, precision=prec,
+            lim = limits(sc, ctx.prompt, ctx.output, weights=w_gpu)
+            base = dict(gpu=sc.hw.id, tp=tp, pp=pp, ep=ep, dp=dp, precision=prec,
                         engine=sc.engine.id, warnings=warnings)
             r_max = ctx.max_gpus // g if reps is None else max(reps)
             if lim.limit == 0:
-                need = float(used_bytes(sc, 1.0, lim.context, full_weights / g))
-                cand = ((2, need / float(capacity_bytes(sc, 1.0, lim.context, full_weights / g))), _miss(ctx, sc, base, "memory", 0))
+                need = float(used_bytes(sc, 1.0, lim.context, w_gpu))
+                cand = ((2, need / float(capacity_bytes(sc, 1.0, lim.context, w_gpu))),
+                        _miss(ctx, sc, base, "memory", 0))
                 miss = cand if miss is None or cand[0] < miss[0] else miss
                 continue
-            batch.append((sc, lim, full_weights / g, reps, r_max, base))
+            batch.append((sc, lim, w_gpu, reps, r_max, base))
         if not batch:
             continue
         with np.errstate(all="ignore"):

@@ -41,11 +41,11 @@ def verify(deployments: list, *, model, rate_rps: float, prompt: int, output: in
         w, _, kv = d.precision.partition("/")
         try:
             sc, _, _ = resolve(model, d.gpu, weights=w, kv=kv or None, engine=d.engine,
-                               tp=d.tp, pp=d.pp, ep=d.ep, profile=profile)
+                               tp=d.tp, pp=d.pp, ep=d.ep, dp=d.dp, profile=profile)
         except PerfModelError:
             out.append(d)
             continue
-        g = d.tp * d.pp
+        g = d.tp * d.dp * d.pp
         r = d.replicas
         while True:
             p = _simulate(sc, rate_rps / r, prompt, output)
@@ -66,7 +66,7 @@ def _with(d, r: int, p, meets: bool):
     usd = d.usd_per_hour * scale if d.usd_per_hour is not None else None
     cap = d.output_tok_s_total * scale
     return d.model_copy(update=dict(
-        replicas=r, count=r * d.tp * d.pp, usd_per_hour=usd, output_tok_s_total=cap,
+        replicas=r, count=r * d.tp * d.dp * d.pp, usd_per_hour=usd, output_tok_s_total=cap,
         goodput_rps=d.goodput_rps * scale, headroom=cap / d.served_output_tok_s - 1.0,
         usd_per_mtok=usd_per_mtok(usd, cap) if usd is not None else None,
         usd_per_mtok_at_rate=(usd_per_mtok(usd, d.served_output_tok_s) if usd is not None

@@ -22,6 +22,7 @@ def add_target_args(p, *, engine_default: str = "vllm") -> None:
 def register(sub) -> None:
     p = sub.add_parser("memory", help="weights, KV cache, activations, fits, max batch/context")
     add_target_args(p)
+    add_query_args(p, ("ep", "dp"))
     p.add_argument("--batch", type=positive_int, required=True)
     p.add_argument("--context", type=positive_int, required=True, help="tokens held per sequence")
     p.set_defaults(func=run)
@@ -29,7 +30,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     est = api.memory(args.model, args.gpu, weights=args.weights, kv=args.kv, batch=args.batch,
-                     context=args.context, tp=args.tp, pp=args.pp, engine=args.engine,
+                     context=args.context, tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp,
+                     engine=args.engine,
                      hardware_dir=args.hardware_dir)
     if args.json:
         print_json(est)

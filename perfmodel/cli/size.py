@@ -82,7 +82,7 @@ def _row(d) -> dict:
     def opt(x, f=lambda v: v):
         return "-" if x is None else f(x)
     return {"gpu": d.gpu, "n": d.count, "tp": d.tp, "pp": d.pp, "ep": d.ep,
-            "precision": d.precision, "engine": d.engine, "conc": d.concurrency,
+            "dp": d.dp, "precision": d.precision, "engine": d.engine, "conc": d.concurrency,
             "repl": d.replicas, "TTFT ms": opt(d.ttft_s, ms), "TPOT ms": opt(d.tpot_s, ms),
             "out tok/s": d.output_tok_s_total, "headroom": opt(d.headroom),
             "$/h": opt(d.usd_per_hour), "$/Mtok": opt(d.usd_per_mtok),

@@ -85,7 +85,9 @@ class Query(BaseModel):
         description="Matmul input precision (default: from the weights).")
     engine: str = Field(title="Engine", default="vllm", min_length=1,
                         description="Engine preset id.")
-    tp: Count = Field(title="TP", default=1, description="Tensor-parallel GPUs.")
+    tp: Count = Field(title="TP", default=1, description="Tensor-parallel GPUs. Multi-node is tp x dp x pp "
+                      "GPUs laid over the card's scale-up domains (hardware YAML scale_up_gpus: "
+                      "8 on HGX, 72 on NVL72); groups beyond one use its inter_node_link.")
     pp: Count = Field(title="PP", default=1, description="Pipeline stages.")
     ep: Count = Field(title="EP", default=1,
                       description="Expert-parallel degree, over the tp x dp GPUs of a stage.")

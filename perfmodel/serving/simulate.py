@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.errors import PerfModelError
-from perfmodel.core.memory import kv_cache_bytes
+from perfmodel.core.memory import kv_cache_bytes, linear_state_bytes
 from perfmodel.core.predict import Scenario
 from perfmodel.serving import stepcost
 from perfmodel.serving.batching import capacity_bytes, loaded_bytes
@@ -96,16 +96,32 @@ def _weighted_pct(values: np.ndarray, weights: np.ndarray, p: float) -> float | 
     return float(vlo + (vhi - vlo) * (rank - lo))
 
 
+UNBOUNDED_BLOCKS = 1 << 40   # a pool no request can exhaust (a model without per-token KV)
+
+
 class _Kv:
-    """KV pool of one run: blocks, page size, tokens, or why nothing fits."""
+    """KV pool of one run: blocks, page size, tokens, or why nothing fits.
+
+    Hybrid models (linear-attention layers: Qwen3-Next/3.5, ...) hold a constant recurrent
+    state per sequence besides the per-token KV of their full-attention layers; the engines
+    keep it in its own per-sequence pool (SGLang's mamba/state pool, vLLM's hybrid KV manager).
+    The `seqs` resident sequences' states come off the memory first; the blocks hold only the
+    per-token KV (counting the state once per token made the pool thousands of times too small)."""
 
     def __init__(self, sc: Scenario, seqs: float, context: int):
         bs = sc.engine.kv_block_tokens
         loaded = float(loaded_bytes(sc, seqs, context))
-        pool = float(capacity_bytes(sc, seqs, context)) - loaded
-        per_token = float(kv_cache_bytes(sc.model, sc.precision, batch=1, context=1, dep=sc.dep))
+        state = float(linear_state_bytes(sc.model, sc.precision, batch=1, dep=sc.dep))
+        pool = float(capacity_bytes(sc, seqs, context)) - loaded - seqs * state
+        per_token = float(kv_cache_bytes(sc.model, sc.precision, batch=1, context=1,
+                                         dep=sc.dep)) - state
         self.block_tokens = bs
-        self.blocks = max(0, int(pool // (per_token * bs))) if pool > 0 else 0
+        if pool <= 0:
+            self.blocks = 0
+        elif per_token <= 0:               # no full-attention layer: only the states bind
+            self.blocks = UNBOUNDED_BLOCKS
+        else:
+            self.blocks = int(pool // (per_token * bs))
         self.tokens = self.blocks * bs
         self.pool_bytes, self.loaded_bytes = pool, loaded
 
