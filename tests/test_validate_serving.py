@@ -381,3 +381,14 @@ def test_measured_points_of_one_configuration(tmp_path):
                                                         (8, pytest.approx(0.1))]
     assert measured_points("llama-3.1-8b", "h100-sxm", "vllm", "bf16", prompt=1024, output=128,
                            data=[p]) == []
+
+
+def test_reasons_count_together_whatever_their_numbers():
+    from perfmodel.analysis.validation.serving_run import reason_class
+    a = reason_class("one request of 8192+1024 tokens needs 9216 KV tokens; the pool holds 5623 "
+                     "(68.71 GB left)")
+    b = reason_class("one request of 1024+8192 tokens needs 9216 KV tokens; the pool holds 0 "
+                     "(-0.29 GB left)")
+    assert a == b == "one request of #+# tokens needs # KV tokens; the pool holds # (# GB left)"
+    assert reason_class("tp=64 does not divide num_heads=32 of qwen3.5-397b-a17b") == \
+        "tp=# does not divide num_heads=# of qwen3.5-397b-a17b"

@@ -42,13 +42,14 @@ from perfmodel.serving.batching import (capacity_bytes, concurrency_grid, curves
                                 weights_bytes)
 from perfmodel.core.catalog import load_model
 from perfmodel.core.cost import joules_per_token, usd_per_mtok
-from perfmodel.core.errors import PerfModelError
+from perfmodel.core.errors import OutOfRangeError, PerfModelError, require_finite
 from perfmodel.core.hardware import list_gpus, load_gpu
 from perfmodel.core.parallel import link_for, validate_deployment
 from perfmodel.core.profile import load_profile
 from perfmodel.serving.queueing import at_rate, goodput_rps, open_loop
 from perfmodel.core.roofline import resolve_compute
-from perfmodel.serving.curve import check_positive_int, check_slo
+from perfmodel.analysis.sizing_inputs import check_list, prices_by_gpu
+from perfmodel.serving.curve import as_float, check_positive_int, check_slo
 from perfmodel.core.specs import Deployment, HardwareSpec, ModelSpec
 from perfmodel.core.units import SECONDS_PER_HOUR
 
@@ -124,6 +125,9 @@ class SizingResult(BaseModel):
     nearest_miss: SizedDeployment | None
     evaluated: int = Field(description="Replica shapes whose curve was computed.")
     assumptions: list[str]
+    warnings: list[str] = Field(default_factory=list,
+                                description="Candidates left out, e.g. results outside finite "
+                                            "arithmetic on an extreme hardware file.")
 
 
 @dataclass
@@ -150,10 +154,16 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
     check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, optional=False)
     number = (int, float, np.floating, np.integer)
     if isinstance(rate_rps, bool) or not isinstance(rate_rps, number) \
-            or not math.isfinite(float(rate_rps)) or rate_rps < 0:
+            or not math.isfinite(as_float(rate_rps)) or rate_rps < 0:
         raise PerfModelError(f"rate must be a finite number of requests/s >= 0, got {rate_rps!r}")
-    if not math.isfinite(float(rate_rps) * output * SECONDS_PER_HOUR):
+    if not math.isfinite(as_float(rate_rps) * as_float(output) * SECONDS_PER_HOUR):
         raise PerfModelError(f"rate {rate_rps!r} requests/s x {output} output tokens overflows")
+    check_list("gpus", gpus, (str, HardwareSpec))
+    check_list("precisions", precisions, (str,))
+    check_list("engines", engines, (str,))
+    check_list("counts", counts, (int, np.integer))
+    if prices is not None and not isinstance(prices, dict):
+        raise PerfModelError(f"prices must be a mapping of GPU id -> USD/hour, got {prices!r:.60}")
     if counts is not None:
         if not counts:
             raise PerfModelError("counts must be a non-empty list of positive integers")
@@ -173,16 +183,21 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
     engines = list(engines or DEFAULT_ENGINES)
     ctx = _Ctx(m, float(rate_rps) if rate_rps > 0 else RATE_EPS, prompt, output,
                float(ttft_slo_s), float(tpot_slo_s), max_gpus, counts,
-               _prices(prices, hws))
+               prices_by_gpu(prices, hws))
     found: list[SizedDeployment] = []
     misses: list[tuple[tuple, SizedDeployment]] = []
     evaluated = 0
+    skipped: list[str] = []
     for hw in hws:
         for prec in precisions:
             w, kv = _split_precision(prec)
             for eng in engines:
                 sc0, warnings, _ = resolve(m, hw, weights=w, kv=kv, engine=eng, profile=profile)
-                best, miss, n = _search_group(ctx, sc0, prec, warnings)
+                try:
+                    best, miss, n = _search_group(ctx, sc0, prec, warnings)
+                except OutOfRangeError as exc:
+                    skipped.append(f"{hw.id} {prec} {eng} left out: {exc}")
+                    continue
                 evaluated += n
                 if best is not None:
                     found.append(best)
@@ -207,29 +222,12 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
         reason = report.infeasible_reason(ctx, nearest, hws, precisions)
     return SizingResult(request=request, deployments=found[:limit], infeasible_reason=reason,
                         nearest_miss=nearest, evaluated=evaluated,
-                        assumptions=report.assumptions(ENERGY_UTILIZATION))
+                        assumptions=report.assumptions(ENERGY_UTILIZATION), warnings=skipped)
 
 
 def _rank(d: SizedDeployment):
     """Cheapest $/hour first (unpriced last), then fewer GPUs, then more capacity."""
     return (d.usd_per_hour is None, d.usd_per_hour or 0.0, d.count, -d.output_tok_s_total)
-
-
-def _prices(prices: dict[str, float] | None, hws: list[HardwareSpec]) -> dict[str, float]:
-    out = {h.id: h.price.usd_per_hour for h in hws if h.price is not None}
-    prices = dict(prices or {})
-    if "*" in prices:   # one price for every GPU searched
-        every = prices.pop("*")
-        prices = {**{h.id: every for h in hws}, **prices}
-    for gid, usd in prices.items():
-        key = str(gid).strip().lower()
-        if key not in {h.id for h in hws}:
-            raise PerfModelError(f"--price for {gid!r}: not among the GPUs searched")
-        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) \
-                or usd <= 0:
-            raise PerfModelError(f"price for {gid!r} must be a positive number of USD/hour")
-        out[key] = float(usd)
-    return out
 
 
 def _split_precision(text: str) -> tuple[str, str | None]:
@@ -269,11 +267,18 @@ def _search_group(ctx: _Ctx, sc0, prec: str, warnings: list[str]):
         warnings = list(warnings) + resolve_compute(sc0.hw, sc0.precision, sc0.engine)[1]
     except PerfModelError:
         return None, None, 0       # e.g. activations narrower than weights
+    # the engine's fixed costs alone miss a target: TPOT >= cpu_overhead_per_step_s and
+    # TTFT >= per_request_overhead_s for every shape, so one evaluated shape (for the nearest
+    # miss) is enough (bounds the work for a 1e-9 s target)
+    hopeless = (sc0.engine.cpu_overhead_per_step_s >= ctx.tpot
+                or sc0.engine.per_request_overhead_s >= ctx.ttft)
     groups: dict[tuple[int, int], list[int]] = {}
     for tp, pp, ep in shapes(ctx.m, ctx.max_gpus):
         groups.setdefault((tp, ep), []).append(pp)
     evaluated = 0
     for (tp, ep), pps in groups.items():
+        if hopeless and miss is not None:
+            break
         batch = []
         for pp in pps:
             g = tp * pp
@@ -303,8 +308,13 @@ def _search_group(ctx: _Ctx, sc0, prec: str, warnings: list[str]):
             batch.append((sc, lim, full_weights / g, reps, r_max, base))
         if not batch:
             continue
-        cvs = curves([b[0] for b in batch], [concurrency_grid(b[1].limit) for b in batch],
-                     ctx.prompt, ctx.output, [b[1] for b in batch], weights=[b[2] for b in batch])
+        with np.errstate(all="ignore"):
+            cvs = curves([b[0] for b in batch], [concurrency_grid(b[1].limit) for b in batch],
+                         ctx.prompt, ctx.output, [b[1] for b in batch],
+                         weights=[b[2] for b in batch])
+        for cv in cvs:
+            require_finite(f"{sc0.model.id} on {sc0.hw.id}", positive=True, ttft_s=cv.ttft_s,
+                           tpot_s=cv.tpot_s, e2e_s=cv.e2e_s, rate_rps=cv.rate_rps)
         evaluated += len(batch)
         for (sc, lim, _, reps, r_max, base), cv in zip(batch, cvs):
             dep, cand = _evaluate(ctx, sc, lim, cv, base, reps, r_max)

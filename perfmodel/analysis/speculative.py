@@ -338,7 +338,8 @@ def estimate_specs(target: Scenario, method: str, *, batch: int, context: int,
                   baseline_tpot_s=t.baseline_s, decode_tok_s_per_user=tau / t.spec_step_s,
                   baseline_tok_s_per_user=1.0 / t.baseline_s, optimal_speedup=best_sp)
     values = {k: float(v) for k, v in values.items()}
-    require_finite("result", **values, **{f"batch_curve[{p.batch}]": p.speedup for p in curve})
+    require_finite("speculative decoding", **values,
+                   **{f"batch_curve[{p.batch}]": p.speedup for p in curve})
     warnings += list(verify_est.warnings)
     parts = {"verification": values["verify_step_s"], "drafting": values["draft_step_s"],
              "overhead": values["overhead_s"]}

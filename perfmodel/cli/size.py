@@ -84,6 +84,8 @@ def run(args) -> int:
         print_table([_row(r.nearest_miss)])
     for a in r.assumptions:
         print(f"assumed: {a}")
+    for w in r.warnings:
+        print(f"warning: {w}")
     return 0
 
 

@@ -35,15 +35,23 @@ def _integer(v: Any) -> Any:
 
 def _seconds_or_rate(v: Any) -> Any:
     """A finite real number (the bounds come from the Field)."""
+    try:
+        finite = math.isfinite(float(v))
+    except (OverflowError, TypeError, ValueError):   # 10**400 has no float
+        finite = False
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(v)):
-        raise ValueError(f"must be a finite number, got {v!r}")
+            or not finite:
+        raise ValueError(f"must be a finite number, got {v!r:.40}")
     return float(v)
 
 
-Count = Annotated[int, BeforeValidator(_integer), Field(gt=0)]
+MAX_COUNT = 10**15
+"""Largest batch, token count or degree accepted: far above any deployment, and small enough
+that every product the model forms stays a finite float (issue 17: a 400-digit batch raised
+OverflowError)."""
+Count = Annotated[int, BeforeValidator(_integer), Field(gt=0, le=MAX_COUNT)]
 """A positive integer count (tokens, sequences, GPUs)."""
-NonNegCount = Annotated[int, BeforeValidator(_integer), Field(ge=0)]
+NonNegCount = Annotated[int, BeforeValidator(_integer), Field(ge=0, le=MAX_COUNT)]
 PositiveReal = Annotated[float, BeforeValidator(_seconds_or_rate), Field(gt=0)]
 
 ARRAY_FIELDS = ("batch", "prompt_tokens", "output_tokens", "context_tokens")

@@ -69,6 +69,11 @@ class StepEstimate:
     bound: str | np.ndarray
     ops: list[OpTime] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    flops_at_peak_s: FloatArray = 0.0
+    """Sum over ops of FLOPs / the peak of the unit that runs them (matmuls: the faster of
+    their dtype's peak and the vector peak; attention: the 16-bit peak; elementwise: the fp32
+    peak). MFU is this over the step time: each op's time is at least its term, so MFU <= 1
+    whatever the dtypes."""
 
 
 def resolve_compute(hw: HardwareSpec, p: Precision, engine: EngineProfile) -> tuple[str, list[str]]:
@@ -115,7 +120,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                        all_logits=all_logits)
     peak = hw.peak_flops_per_s[dtype]
     half_peak = hw.peak_flops_per_s.get("bf16") or hw.peak_flops_per_s.get("fp16") or peak
-    vector_peak = hw.peak_flops_per_s.get("fp32", half_peak / HALF_TO_FP32_VECTOR) * VECTOR_EFFICIENCY
+    fp32_peak = hw.peak_flops_per_s.get("fp32", half_peak / HALF_TO_FP32_VECTOR)
+    vector_peak = fp32_peak * VECTOR_EFFICIENCY
     bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw_fraction
     # weight-only formats, and fp8/fp4 weights on a fallback path, are dequantized in-kernel
     dequant = p.weights.bits < DTYPE_BITS.get(dtype, 16)
@@ -126,6 +132,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     compute_sum = memory_sum = 0.0
     kernels = 0.0
     moved_sum = 0.0
+    at_peak = 0.0
     for op in op_list:
         c = op.cost
         k = c.kernels * (kscale if op.per_layer else 1.0)
@@ -136,12 +143,15 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                                       engine, op.quantized and op_dequant)
             wbytes = c.weight_bytes / (engine.quant_kernel_efficiency if op.quantized else 1.0)
             memory = (wbytes + c.act_bytes) / bw
+            at_peak = at_peak + c.flops / max(hw.peak_flops_per_s[op_dtype], vector_peak)
         elif op.kind == "attention":
             compute = c.flops / (half_peak * eff.attn_compute)
+            at_peak = at_peak + c.flops / half_peak
             memory = (c.kv_read_bytes + c.kv_write_bytes) / (bw * eff.attn_mem) + c.act_bytes / bw
         else:
             act = c.act_bytes * (_elementwise_traffic(engine) if op.kind == "elementwise" else 1.0)
             compute = c.flops / vector_peak
+            at_peak = at_peak + c.flops / fp32_peak
             memory = (c.weight_bytes + act) / bw
         # bytes this op actually moves (fused or upcast elementwise chains differ from the list)
         moved = c.bytes if op.kind != "elementwise" else c.weight_bytes + act
@@ -168,7 +178,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     bound = _bound(compute_sum, memory_sum, comm_sum, cpu, gpu)
     return StepEstimate(time_s=step, gpu_s=gpu, cpu_s=cpu + engine.cpu_overhead_per_step_s,
                         flops=work.flops, bytes=moved_sum, compute_dtype=dtype, bound=bound,
-                        ops=times, warnings=warnings)
+                        ops=times, warnings=warnings, flops_at_peak_s=at_peak)
 
 
 def _module_dtypes(hw: HardwareSpec, p: Precision, engine: EngineProfile,

@@ -33,7 +33,7 @@ from perfmodel.core.resolve import resolve
 from perfmodel.serving.batching import Curve, Limits, concurrency_grid, curve, limits
 from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.predict import Scenario
-from perfmodel.core.query import make_query
+from perfmodel.core.query import MAX_COUNT, make_query
 from perfmodel.serving.knee import KNEE_MIN_GAIN, KNEE_RULE, Knee, KneePoint  # noqa: F401 (re-exported)
 from perfmodel.serving.knee import find_knee as knee_of
 from perfmodel.serving.queueing import goodput_rps, open_loop
@@ -107,13 +107,17 @@ class MaxThroughput(BaseModel):
     warnings: list[str]
 
 
+MAX_SLO_S = 1e9      # a latency target beyond ~30 years is no target; larger ones overflow in ms
+
+
 def check_positive_int(*, optional: tuple[str, ...] = (), **values) -> None:
     """Each value a positive integer (None allowed for the names in `optional`)."""
     for name, v in values.items():
         if v is None and name in optional:
             continue
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
-            raise PerfModelError(f"{name} must be a positive integer, got {v!r}")
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 < v <= MAX_COUNT:
+            raise PerfModelError(f"{name} must be a positive integer up to {MAX_COUNT:.0e}, "
+                                 f"got {v!r:.40}")
 
 
 def check_slo(*, optional: bool = True, **values) -> None:
@@ -122,8 +126,17 @@ def check_slo(*, optional: bool = True, **values) -> None:
         if v is None and optional:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
-                or not math.isfinite(float(v)) or v <= 0:
-            raise PerfModelError(f"{name} must be a positive number of seconds, got {v!r}")
+                or not math.isfinite(as_float(v)) or not 0 < v <= MAX_SLO_S:
+            raise PerfModelError(f"{name} must be a positive number of seconds up to "
+                                 f"{MAX_SLO_S:.0e}, got {v!r:.40}")
+
+
+def as_float(v) -> float:
+    """float(v), or inf for an integer too large for a float (10**400)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf
 
 
 def check_shape(sc: Scenario, prompt: int, output: int, longest_prompt=None, longest_output=None):

@@ -21,10 +21,10 @@ from typing import Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfmodel.core.errors import PerfModelError, pydantic_message
-from perfmodel.core.files import SPEC_MAX_BYTES, parse_text
+from perfmodel.core.files import parse_text
 
 UPLOAD_PREFIX = "upload:"
-MAX_UPLOAD_BYTES = SPEC_MAX_BYTES   # config.json / YAML files are a few kB; loaders cap there too
+MAX_UPLOAD_BYTES = 1_000_000       # specs are a few kB (loaders cap them at SPEC_MAX_BYTES); raw JSON ~0.1 MB
 MAX_TOKENS = 10_000_000             # widget bound; the model's own context limit is checked by perfmodel
 MAX_BATCH = 1_000_000
 MAX_GPUS = 4096

@@ -139,10 +139,7 @@ def evaluate_filled(f: Scenario, *, strict: bool = True) -> Evaluation:
     if not mem.fits:
         warnings.append(f"{f.label}: does not fit ({mem.total_bytes / mem.device_bytes:.0%} of "
                         f"device memory needed, max batch {mem.max_batch} at {ctx} tokens)")
-    require_finite(f"{f.label} result", **values)
-    bad = [k for k, v in values.items() if v <= 0]
-    if bad:  # a defect, not bad input: refuse to return it
-        raise ArithmeticError(f"non-positive result for {', '.join(bad)}")
+    require_finite(f"{f.label} result", positive=True, **values)
     return Evaluation(scenario=f.label, values=values, regimes=regimes, batch=B, fits=fits,
                       memory_bytes=mem.total_bytes, capacity_bytes=mem.capacity_bytes,
                       max_batch=max_batch, num_gpus=gpus,

@@ -176,7 +176,7 @@ def validate(data: list[str | Path] | None = None,
             if pr is None:
                 continue
             key = _kind(t, flag)
-            residuals.setdefault(key, []).append(math.log(t.measurement.measured / pr.value))
+            residuals.setdefault(key, []).append(math.log(t.measurement.measured) - math.log(pr.value))
             index[(i, flag)] = (key, len(residuals[key]) - 1)
 
     results = [_row_result(i, t, p, cal, residuals, index, profs) for i, (t, p, cal) in enumerate(preds)]

@@ -75,7 +75,7 @@ class ServingGroup(ServingSummary):
 
 
 class ReasonCount(_Frozen):
-    reason: str
+    reason: str = Field(description="The reason with its numbers replaced by '#'.")
     n: int
 
 

@@ -11,6 +11,7 @@ the row's GPU exists, with it too. Every row is either scored or listed with its
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -86,6 +87,13 @@ def _row(t: ServingTarget, p: PredictedPoint, cal: PredictedPoint | None,
         measured_tpot_s=mp, predicted_ttft_s=p.ttft_s, predicted_tpot_s=p.tpot_s,
         ttft_ape=abs(p.ttft_s - mt) / mt, tpot_ape=abs(p.tpot_s - mp) / mp, fits=p.fits,
         assumptions=t.assumptions, **cal_fields)
+
+
+def reason_class(reason: str) -> str:
+    """A reason with its numbers replaced by '#', so rows refused for the same cause count
+    together ('needs 9216 KV tokens; the pool holds 5623' and '... 5619'); numbers inside
+    ids (qwen3.5-397b) stay. Every row keeps its full reason."""
+    return re.sub(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w.])", "#", reason)   # not inside ids
 
 
 def _unmapped(m: ServingMeasurement, reason: str) -> ServingUnmappedRow:
@@ -183,7 +191,7 @@ def validate_serving(data: list[str | Path] | None = None,
         summary_calibrated_baseline=summarize(with_cal), groups=_groups(agg),
         targets=_targets(s_agg, s_moe, s_dis, by_mode.get("disagg", 0), len(dis)),
         unmapped_reasons=[ReasonCount(reason=k, n=v) for k, v in
-                          Counter(u.reason for u in skipped).most_common()],
+                          Counter(reason_class(u.reason) for u in skipped).most_common()],
         profiles=sorted(name for name, _ in profs.values()), rows=rows, unmapped=skipped)
 
 

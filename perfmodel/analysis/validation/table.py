@@ -64,11 +64,17 @@ class Measurement(BaseModel):
             v = float(self.value)
         except ValueError:
             return None
-        return v if math.isfinite(v) and v > 0 else None
+        return v if MEASURED_MIN <= v <= MEASURED_MAX else None
 
     @property
     def label(self) -> str:
         return f"{self.dataset}#{self.row}"
+
+
+MEASURED_MIN, MEASURED_MAX = 1e-12, 1e15
+"""Plausible measured values in base units (assumption): no latency below a picosecond, no
+rate above 1e15 tokens/s; outside them a row is unusable, and ratios of such values leave
+finite arithmetic."""
 
 
 def rows_from_dicts(dataset: str, records: list[dict[str, str]]) -> list[Measurement]:
@@ -85,6 +91,13 @@ def read_table(path: str | Path) -> list[Measurement]:
     """Read one CSV table; errors name the file and what is wrong."""
     p = Path(path)
     text = read_text(p, what="measurement table", max_bytes=DATA_MAX_BYTES)
+    try:
+        return _parse_table(p, text)
+    except csv.Error as exc:   # e.g. a cell over the csv module's field limit
+        raise SpecFileError(f"{p}: not a CSV table ({exc})") from None
+
+
+def _parse_table(p: Path, text: str) -> list[Measurement]:
     reader = csv.DictReader(io.StringIO(text, newline=""))   # quoted cells may hold newlines
     header = tuple(reader.fieldnames or ())
     missing = [c for c in COLUMNS if c not in header]
