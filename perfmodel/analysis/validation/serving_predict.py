@@ -99,7 +99,10 @@ def _sim_stat(fields) -> str:
 def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | None,
               specs: _Specs) -> dict[int, PredictedPoint | str]:
     """The step-level simulator (perfmodel/serving/simulate.py through api.serve), closed loop
-    at the measured concurrencies with fixed lengths; a level it cannot run gives its reason."""
+    at the measured concurrencies with fixed lengths; a level it cannot run gives its reason.
+    Recipe (one assumption for every row; the file does not state it): 10 x C requests, the
+    first C at t=0, fixed ISL/OSL, as AIConfigurator's own closed-loop oracle runs them
+    (ai-dynamo/aiconfigurator tools/queueing_oracle/validate_formula.py: n_mult=10)."""
     from perfmodel import api   # noqa: PLC0415
     q = api.make_query(model=specs.model(t.model), gpu=specs.gpu(t.gpu), weights=t.weights,
                        kv=t.kv, activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp,
