@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from perfmodel.core.errors import PerfModelError
 from perfmodel.serving.stepcost import StepCost
 from perfmodel.serving.workload import Requests
 
@@ -66,9 +67,35 @@ class Trace:
     max_running: int = 0
 
 
+MAX_SIM_STEPS = 80_000
+"""Scheduler iterations (steps or decode-only runs) one `perfmodel serve` call may simulate,
+over all its levels: about 40 us each, so a call stays within a few seconds of CPU. A run
+that needs more stops with a PerfModelError naming this cap (fewer requests or levels, a
+larger token budget)."""
+
+
+class Stalled(PerfModelError):
+    """No request can be scheduled: the level does not fit (reported as fits=False)."""
+
+
+class StepBudget:
+    """Scheduler iterations left to one call (shared by its levels)."""
+
+    def __init__(self, steps: int = MAX_SIM_STEPS):
+        self.cap = self.left = int(steps)
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise PerfModelError(f"the serving simulation needs more than {self.cap} scheduler "
+                                 "steps (the cap per call): lower num_requests or the levels, or "
+                                 "raise max_num_batched_tokens")
+
+
 class _Sim:
-    def __init__(self, cost: StepCost, req: Requests, pol: Policy):
+    def __init__(self, cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None):
         self.cost, self.pol = cost, pol
+        self.budget = budget or StepBudget()
         n = req.prompt_tokens.size
         self.n = n
         self.prompt, self.out, self.cached = req.prompt_tokens, req.output_tokens, req.cached_tokens
@@ -132,8 +159,10 @@ class _Sim:
         self.blocks[i] = 0.0
         self.need[i] = self.prompt[i] + self.gen[i]
         self.done[i] = self.cached[i]
-        self.ctx[i] = 0.0
-        self._set_ctx(i, self.cached[i])
+        # its cached prefix stays cached but holds no blocks while it waits (evictable, as
+        # vLLM's prefix cache frees them): as at arrival, readmission allocates them again.
+        # Holding them made waiting, preempted requests fill the pool: nothing could start
+        self.ctx[i] = self.cached[i]
         self.waiting.appendleft(i)
         self.tr.preemptions += 1
 
@@ -170,8 +199,8 @@ class _Sim:
             spare = self._free() - grow
             bs = pol.block_tokens
             for i in partial.tolist():
-                c = min(float(self.need[i] - self.done[i]), left)
-                if c <= 0 or (not pol.chunked and c < self.need[i] - self.done[i]):
+                c = self._chunk(i, left, bool(chunks or dec.size))
+                if c <= 0:
                     break
                 extra = math.ceil((float(self.ctx[i]) + c) / bs) - float(self.blocks[i])
                 if extra > spare:
@@ -182,8 +211,8 @@ class _Sim:
             while (self.waiting and left > 0 and len(self.running) < pol.max_seqs
                    and not preempted):     # vLLM admits nobody in a step that preempted
                 i = self.waiting[0]
-                c = min(float(self.need[i] - self.done[i]), left)
-                if not pol.chunked and c < self.need[i] - self.done[i]:
+                c = self._chunk(i, left, bool(chunks or dec.size))
+                if c <= 0:
                     break
                 extra = math.ceil((float(self.ctx[i]) + c) / bs) - float(self.blocks[i])
                 if extra > spare or (pol.reserve_output and not self._reservable(i)):
@@ -198,14 +227,23 @@ class _Sim:
             return self._plan(force_decode=True)
         return dec, chunks
 
+    def _chunk(self, i: int, left: float, shared: bool) -> float:
+        """Prompt tokens request i prefills this step with `left` of the budget (0: none).
+        Without chunked prefill a prompt runs whole or waits; one longer than the budget
+        (a preempted request recomputing its prompt and output so far) runs alone in its step
+        (`shared`: the step already holds other work), else it could never run again."""
+        rem = float(self.need[i] - self.done[i])
+        c = min(rem, left)
+        if not self.pol.chunked and c < rem:
+            return 0.0 if shared else rem
+        return c
+
     def _admissible(self, budget: float) -> bool:
         """Could the first waiting request start a prompt-only step now?"""
         if not self.waiting or len(self.running) >= self.pol.max_seqs:
             return False
         i = self.waiting[0]
-        c = min(self.need[i] - self.done[i], budget)
-        if not self.pol.chunked and c < self.need[i] - self.done[i]:
-            return False
+        c = self._chunk(i, budget, False)
         if self.pol.reserve_output and not self._reservable(i):
             return False
         return (math.ceil((float(self.ctx[i]) + c) / self.pol.block_tokens)
@@ -289,9 +327,23 @@ class _Sim:
             if not self.running and not self.waiting:
                 self.t = max(self.t, self.pending[0][0])
                 continue
+            self.budget.spend()
             dec, chunks = self._plan()
-            if not chunks and not dec.size:   # nothing schedulable: a request larger than KV
-                raise RuntimeError("scheduler stalled: a request does not fit the KV cache")
+            if not chunks and not dec.size and self.running:
+                # every running sequence is a half-done prompt and none can take its next
+                # chunk (their chunks filled the pool): preempt the newest, as vLLM does when
+                # it cannot allocate for a running request, and plan again
+                self._preempt_last()
+                continue
+            if not chunks and not dec.size:
+                # not reached: _policy checks that one request alone fits the pool and that a
+                # prompt fits the token budget of an engine without chunked prefill; should it
+                # be, the level reports fits=False with this reason (simulate_points)
+                i = self.waiting[0]
+                raise Stalled(f"the scheduler cannot start a request of {self.need[i]:.0f} "
+                              f"tokens ({self.cached[i]:.0f} cached): it does not fit the KV "
+                              f"pool of {self.pol.total_blocks * self.pol.block_tokens} tokens "
+                              "or the step's token budget")
             blocked = not self.waiting or len(self.running) >= self.pol.max_seqs
             if not chunks and (blocked or not self._admissible(float("inf"))):
                 self._decode_run(dec)
@@ -306,6 +358,7 @@ class _Sim:
             if not self.waiting:
                 self.t = max(self.t, self.pending[0][0])
                 continue
+            self.budget.spend()
             batch = [self.waiting.popleft() for _ in range(min(len(self.waiting), self.pol.max_seqs))]
             b = np.asarray(batch, dtype=int)
             pm, om = float(self.prompt[b].max()), float(self.out[b].max())
@@ -326,7 +379,8 @@ class _Sim:
         return self.tr
 
 
-def simulate(cost: StepCost, req: Requests, pol: Policy) -> Trace:
-    """Run every request to completion under the policy; times in seconds from t=0."""
-    sim = _Sim(cost, req, pol)
+def simulate(cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None) -> Trace:
+    """Run every request to completion under the policy; times in seconds from t=0.
+    Raises PerfModelError once the run spends more than the budget's scheduler steps."""
+    sim = _Sim(cost, req, pol, budget)
     return sim.run_static() if pol.static else sim.run_continuous()
