@@ -321,13 +321,21 @@ class _Sim:
         self.tr.segments.append((self.t, dur, steps, d, p, len(self.waiting), self.used_blocks))
         self.tr.max_running = max(self.tr.max_running, len(self.running))
 
+    def _tick(self) -> None:
+        """One scheduler iteration: spend the call's budget; the clock must stay finite (a
+        step priced at inf on absurd hardware numbers made it NaN, and the loop never ended)."""
+        self.budget.spend()
+        if not math.isfinite(self.t):
+            raise PerfModelError("the simulated clock is not finite: a step takes an infinite "
+                                 "or undefined time on this hardware (check its numbers)")
+
     def run_continuous(self) -> Trace:
         while self.finished < self.n:
+            self._tick()
             self._release()
             if not self.running and not self.waiting:
                 self.t = max(self.t, self.pending[0][0])
                 continue
-            self.budget.spend()
             dec, chunks = self._plan()
             if not chunks and not dec.size and self.running:
                 # every running sequence is a half-done prompt and none can take its next
@@ -354,11 +362,11 @@ class _Sim:
     # ---------------------------------------------------------------- static batching
     def run_static(self) -> Trace:
         while self.finished < self.n:
+            self._tick()
             self._release()
             if not self.waiting:
                 self.t = max(self.t, self.pending[0][0])
                 continue
-            self.budget.spend()
             batch = [self.waiting.popleft() for _ in range(min(len(self.waiting), self.pol.max_seqs))]
             b = np.asarray(batch, dtype=int)
             pm, om = float(self.prompt[b].max()), float(self.out[b].max())
