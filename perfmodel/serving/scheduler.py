@@ -78,11 +78,19 @@ class Stalled(PerfModelError):
     """No request can be scheduled: the level does not fit (reported as fits=False)."""
 
 
-class StepBudget:
-    """Scheduler iterations left to one call (shared by its levels)."""
+MAX_PRICED_DECODE_STEPS = 20_000_000
+"""Decode steps one call may price (each a float of pooled inter-token gaps, a few ns to
+price and 8 bytes kept): bounds long outputs x many requests. Over it: a PerfModelError."""
 
-    def __init__(self, steps: int = MAX_SIM_STEPS):
+DECODE_PROBE_STEPS = 256   # a decode run is priced in doubling pieces from this many steps
+
+
+class StepBudget:
+    """Scheduler iterations and priced decode steps left to one call (shared by its levels)."""
+
+    def __init__(self, steps: int = MAX_SIM_STEPS, decode_steps: int = MAX_PRICED_DECODE_STEPS):
         self.cap = self.left = int(steps)
+        self.decode_cap = self.decode_left = int(decode_steps)
 
     def spend(self) -> None:
         self.left -= 1
@@ -90,6 +98,13 @@ class StepBudget:
             raise PerfModelError(f"the serving simulation needs more than {self.cap} scheduler "
                                  "steps (the cap per call): lower num_requests or the levels, or "
                                  "raise max_num_batched_tokens")
+
+    def spend_decode(self, k: int) -> None:
+        self.decode_left -= int(k)
+        if self.decode_left < 0:
+            raise PerfModelError(f"the serving simulation needs more than {self.decode_cap} decode "
+                                 "steps (the cap per call): lower num_requests, output_tokens "
+                                 "or the levels")
 
 
 class _Sim:
@@ -258,8 +273,18 @@ class _Sim:
         """k decode-only steps until the next event, priced in one call."""
         k = int(np.min(self.out[dec] - self.gen[dec]))
         k = min(k, self._kv_steps(dec, k))
-        dur = self.cost.decode_run_s(dec.size, float(np.mean(self.ctx[dec])), k)
-        ends = self.t + np.cumsum(dur)
+        ctx0 = float(np.mean(self.ctx[dec]))
+        # price the run in doubling pieces while the next arrival falls past them, so a long
+        # run cut short by an arrival costs about the steps it takes, not k
+        kk = min(k, DECODE_PROBE_STEPS) if self.pending else k
+        while True:
+            self.budget.spend_decode(kk)
+            dur = self.cost.decode_run_s(dec.size, ctx0, kk)
+            ends = self.t + np.cumsum(dur)
+            if kk >= k or not (ends[-1] < self.pending[0][0]):
+                break
+            kk = min(2 * kk, k)
+        k = kk
         if self.pending:
             k = min(k, int(np.searchsorted(ends, self.pending[0][0])) + 1)
         self._record(dec.size, 0, k, float(ends[k - 1] - self.t))
@@ -376,6 +401,7 @@ class _Sim:
             self.t += pre
             self.tr.first_s[b] = self.t
             if om > 1:
+                self.budget.spend_decode(int(om) - 1)
                 dur = self.cost.decode_run_s(b.size, pm, int(om) - 1)
                 self.tr.segments.append((self.t, float(dur.sum()), int(om) - 1, b.size, 0.0,
                                          len(self.waiting), 0.0))
