@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from perfmodel.core.errors import PerfModelError
 from perfmodel.serving.stepcost import StepCost
 from perfmodel.serving.workload import Requests
 
@@ -66,9 +67,50 @@ class Trace:
     max_running: int = 0
 
 
+MAX_SIM_STEPS = 80_000
+"""Scheduler iterations (steps or decode-only runs) one `perfmodel serve` call may simulate,
+over all its levels: about 40 us each, so a call stays within a few seconds of CPU. A run
+that needs more stops with a PerfModelError naming this cap (fewer requests or levels, a
+larger token budget)."""
+
+
+class Stalled(PerfModelError):
+    """No request can be scheduled: the level does not fit (reported as fits=False)."""
+
+
+MAX_PRICED_DECODE_STEPS = 20_000_000
+"""Decode steps one call may price (each a float of pooled inter-token gaps, a few ns to
+price and 8 bytes kept): bounds long outputs x many requests. Over it: a PerfModelError."""
+
+DECODE_PROBE_STEPS = 256   # a decode run is priced in doubling pieces from this many steps
+
+
+class StepBudget:
+    """Scheduler iterations and priced decode steps left to one call (shared by its levels)."""
+
+    def __init__(self, steps: int = MAX_SIM_STEPS, decode_steps: int = MAX_PRICED_DECODE_STEPS):
+        self.cap = self.left = int(steps)
+        self.decode_cap = self.decode_left = int(decode_steps)
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise PerfModelError(f"the serving simulation needs more than {self.cap} scheduler "
+                                 "steps (the cap per call): lower num_requests or the levels, or "
+                                 "raise max_num_batched_tokens")
+
+    def spend_decode(self, k: int) -> None:
+        self.decode_left -= int(k)
+        if self.decode_left < 0:
+            raise PerfModelError(f"the serving simulation needs more than {self.decode_cap} decode "
+                                 "steps (the cap per call): lower num_requests, output_tokens "
+                                 "or the levels")
+
+
 class _Sim:
-    def __init__(self, cost: StepCost, req: Requests, pol: Policy):
+    def __init__(self, cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None):
         self.cost, self.pol = cost, pol
+        self.budget = budget or StepBudget()
         n = req.prompt_tokens.size
         self.n = n
         self.prompt, self.out, self.cached = req.prompt_tokens, req.output_tokens, req.cached_tokens
@@ -132,8 +174,10 @@ class _Sim:
         self.blocks[i] = 0.0
         self.need[i] = self.prompt[i] + self.gen[i]
         self.done[i] = self.cached[i]
-        self.ctx[i] = 0.0
-        self._set_ctx(i, self.cached[i])
+        # its cached prefix stays cached but holds no blocks while it waits (evictable, as
+        # vLLM's prefix cache frees them): as at arrival, readmission allocates them again.
+        # Holding them made waiting, preempted requests fill the pool: nothing could start
+        self.ctx[i] = self.cached[i]
         self.waiting.appendleft(i)
         self.tr.preemptions += 1
 
@@ -170,8 +214,8 @@ class _Sim:
             spare = self._free() - grow
             bs = pol.block_tokens
             for i in partial.tolist():
-                c = min(float(self.need[i] - self.done[i]), left)
-                if c <= 0 or (not pol.chunked and c < self.need[i] - self.done[i]):
+                c = self._chunk(i, left, bool(chunks or dec.size))
+                if c <= 0:
                     break
                 extra = math.ceil((float(self.ctx[i]) + c) / bs) - float(self.blocks[i])
                 if extra > spare:
@@ -182,8 +226,8 @@ class _Sim:
             while (self.waiting and left > 0 and len(self.running) < pol.max_seqs
                    and not preempted):     # vLLM admits nobody in a step that preempted
                 i = self.waiting[0]
-                c = min(float(self.need[i] - self.done[i]), left)
-                if not pol.chunked and c < self.need[i] - self.done[i]:
+                c = self._chunk(i, left, bool(chunks or dec.size))
+                if c <= 0:
                     break
                 extra = math.ceil((float(self.ctx[i]) + c) / bs) - float(self.blocks[i])
                 if extra > spare or (pol.reserve_output and not self._reservable(i)):
@@ -198,14 +242,23 @@ class _Sim:
             return self._plan(force_decode=True)
         return dec, chunks
 
+    def _chunk(self, i: int, left: float, shared: bool) -> float:
+        """Prompt tokens request i prefills this step with `left` of the budget (0: none).
+        Without chunked prefill a prompt runs whole or waits; one longer than the budget
+        (a preempted request recomputing its prompt and output so far) runs alone in its step
+        (`shared`: the step already holds other work), else it could never run again."""
+        rem = float(self.need[i] - self.done[i])
+        c = min(rem, left)
+        if not self.pol.chunked and c < rem:
+            return 0.0 if shared else rem
+        return c
+
     def _admissible(self, budget: float) -> bool:
         """Could the first waiting request start a prompt-only step now?"""
         if not self.waiting or len(self.running) >= self.pol.max_seqs:
             return False
         i = self.waiting[0]
-        c = min(self.need[i] - self.done[i], budget)
-        if not self.pol.chunked and c < self.need[i] - self.done[i]:
-            return False
+        c = self._chunk(i, budget, False)
         if self.pol.reserve_output and not self._reservable(i):
             return False
         return (math.ceil((float(self.ctx[i]) + c) / self.pol.block_tokens)
@@ -220,8 +273,18 @@ class _Sim:
         """k decode-only steps until the next event, priced in one call."""
         k = int(np.min(self.out[dec] - self.gen[dec]))
         k = min(k, self._kv_steps(dec, k))
-        dur = self.cost.decode_run_s(dec.size, float(np.mean(self.ctx[dec])), k)
-        ends = self.t + np.cumsum(dur)
+        ctx0 = float(np.mean(self.ctx[dec]))
+        # price the run in doubling pieces while the next arrival falls past them, so a long
+        # run cut short by an arrival costs about the steps it takes, not k
+        kk = min(k, DECODE_PROBE_STEPS) if self.pending else k
+        while True:
+            self.budget.spend_decode(kk)
+            dur = self.cost.decode_run_s(dec.size, ctx0, kk)
+            ends = self.t + np.cumsum(dur)
+            if kk >= k or not (ends[-1] < self.pending[0][0]):
+                break
+            kk = min(2 * kk, k)
+        k = kk
         if self.pending:
             k = min(k, int(np.searchsorted(ends, self.pending[0][0])) + 1)
         self._record(dec.size, 0, k, float(ends[k - 1] - self.t))
@@ -283,15 +346,37 @@ class _Sim:
         self.tr.segments.append((self.t, dur, steps, d, p, len(self.waiting), self.used_blocks))
         self.tr.max_running = max(self.tr.max_running, len(self.running))
 
+    def _tick(self) -> None:
+        """One scheduler iteration: spend the call's budget; the clock must stay finite (a
+        step priced at inf on absurd hardware numbers made it NaN, and the loop never ended)."""
+        self.budget.spend()
+        if not math.isfinite(self.t):
+            raise PerfModelError("the simulated clock is not finite: a step takes an infinite "
+                                 "or undefined time on this hardware (check its numbers)")
+
     def run_continuous(self) -> Trace:
         while self.finished < self.n:
+            self._tick()
             self._release()
             if not self.running and not self.waiting:
                 self.t = max(self.t, self.pending[0][0])
                 continue
             dec, chunks = self._plan()
-            if not chunks and not dec.size:   # nothing schedulable: a request larger than KV
-                raise RuntimeError("scheduler stalled: a request does not fit the KV cache")
+            if not chunks and not dec.size and self.running:
+                # every running sequence is a half-done prompt and none can take its next
+                # chunk (their chunks filled the pool): preempt the newest, as vLLM does when
+                # it cannot allocate for a running request, and plan again
+                self._preempt_last()
+                continue
+            if not chunks and not dec.size:
+                # not reached: _policy checks that one request alone fits the pool and that a
+                # prompt fits the token budget of an engine without chunked prefill; should it
+                # be, the level reports fits=False with this reason (simulate_points)
+                i = self.waiting[0]
+                raise Stalled(f"the scheduler cannot start a request of {self.need[i]:.0f} "
+                              f"tokens ({self.cached[i]:.0f} cached): it does not fit the KV "
+                              f"pool of {self.pol.total_blocks * self.pol.block_tokens} tokens "
+                              "or the step's token budget")
             blocked = not self.waiting or len(self.running) >= self.pol.max_seqs
             if not chunks and (blocked or not self._admissible(float("inf"))):
                 self._decode_run(dec)
@@ -302,6 +387,7 @@ class _Sim:
     # ---------------------------------------------------------------- static batching
     def run_static(self) -> Trace:
         while self.finished < self.n:
+            self._tick()
             self._release()
             if not self.waiting:
                 self.t = max(self.t, self.pending[0][0])
@@ -315,6 +401,7 @@ class _Sim:
             self.t += pre
             self.tr.first_s[b] = self.t
             if om > 1:
+                self.budget.spend_decode(int(om) - 1)
                 dur = self.cost.decode_run_s(b.size, pm, int(om) - 1)
                 self.tr.segments.append((self.t, float(dur.sum()), int(om) - 1, b.size, 0.0,
                                          len(self.waiting), 0.0))
@@ -326,7 +413,8 @@ class _Sim:
         return self.tr
 
 
-def simulate(cost: StepCost, req: Requests, pol: Policy) -> Trace:
-    """Run every request to completion under the policy; times in seconds from t=0."""
-    sim = _Sim(cost, req, pol)
+def simulate(cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None) -> Trace:
+    """Run every request to completion under the policy; times in seconds from t=0.
+    Raises PerfModelError once the run spends more than the budget's scheduler steps."""
+    sim = _Sim(cost, req, pol, budget)
     return sim.run_static() if pol.static else sim.run_continuous()

@@ -27,10 +27,18 @@ from perfmodel.core.memory import kv_cache_bytes, linear_state_bytes
 from perfmodel.core.predict import Scenario
 from perfmodel.serving import stepcost
 from perfmodel.serving.batching import capacity_bytes, loaded_bytes
-from perfmodel.serving.scheduler import Policy, Trace, simulate
+from perfmodel.serving.scheduler import Policy, Stalled, StepBudget, Trace, simulate
 from perfmodel.serving.workload import Requests, ServeWorkload
 
 OPEN_LOOP_REFERENCE_SEQS = 256   # activation peak of an open-loop run: this many sequences
+MAX_SIM_REQUESTS = 20_000
+"""Requests one call simulates over all its levels (about 100 us of CPU each): a call over
+it stops with a one-line PerfModelError naming the cap. Besides, scheduler.MAX_SIM_STEPS
+caps the scheduler iterations of one call (tiny token budgets, long outputs)."""
+MAX_TIMELINE_SEGMENTS = 2_000
+"""A timeline longer than this is down-sampled for display: consecutive segments are merged
+into at most this many (start of the first, summed durations, steps and prefill tokens,
+step-weighted mean decode rows, the most waiting and KV used)."""
 
 
 class ServeTimeline(BaseModel):
@@ -166,6 +174,11 @@ def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
         return None, (f"one request of {P}+{O} tokens needs {need * kv.block_tokens} KV tokens; "
                       f"the KV pool holds {kv.tokens} ({gb:.2f} GB left after weights, reserve "
                       "and activations)"), False
+    if not static and not sched.chunked_prefill and budget is not None:
+        computed = P - min(math.floor(wl.prefix_hit * P), P - 1)
+        if computed > budget:
+            return None, (f"a prompt of {P} tokens ({computed} to prefill) exceeds the step's "
+                          f"token budget of {budget} on an engine without chunked prefill"), False
     max_seqs = eng_seqs or 1 << 30
     if static:
         max_seqs = min(max_seqs, kv.tokens // (P + O))   # padded and preallocated
@@ -208,6 +221,11 @@ def simulate_points(sc: Scenario, workloads: list[ServeWorkload], *, ttft_slo_s:
     plans = [_policy(sc, wl) for wl in workloads]
     runnable = [(wl, p[0]) for wl, p in zip(workloads, plans) if p[0] is not None]
     cost = _cost(sc, [w for w, _ in runnable], [p for _, p in runnable]) if runnable else None
+    total = sum(wl.n_requests for wl, _ in runnable)
+    if total > MAX_SIM_REQUESTS:
+        raise PerfModelError(f"{total} requests over the levels: at most {MAX_SIM_REQUESTS} are "
+                             "simulated per call (lower num_requests or the levels)")
+    budget = StepBudget()
     out = []
     for wl, (pol, reason, fits) in zip(workloads, plans):
         head = dict(concurrency=wl.concurrency, rate_rps=wl.rate_rps, num_requests=wl.n_requests)
@@ -215,7 +233,11 @@ def simulate_points(sc: Scenario, workloads: list[ServeWorkload], *, ttft_slo_s:
             out.append(ServePoint(**head, fits=False, reason=reason))
             continue
         req = wl.requests()
-        tr = simulate(cost, req, pol)
+        try:
+            tr = simulate(cost, req, pol, budget)
+        except Stalled as exc:
+            out.append(ServePoint(**head, fits=False, reason=str(exc)))
+            continue
         out.append(_summarize(tr, req, pol, head, fits, reason, ttft_slo_s, tpot_slo_s, timeline))
     return out
 
@@ -261,8 +283,21 @@ def _summarize(tr: Trace, req: Requests, pol: Policy, head: dict, fits: bool, re
 
 def _timeline(tr: Trace, pol: Policy) -> ServeTimeline:
     seg = np.asarray(tr.segments, dtype=float).reshape(-1, 7)
+    if seg.shape[0] > MAX_TIMELINE_SEGMENTS:
+        seg = _downsample(seg, MAX_TIMELINE_SEGMENTS)
     return ServeTimeline(
         start_s=seg[:, 0].tolist(), duration_s=seg[:, 1].tolist(),
         steps=seg[:, 2].astype(int).tolist(), decode_rows=seg[:, 3].astype(int).tolist(),
         prefill_tokens=seg[:, 4].tolist(), waiting=seg[:, 5].astype(int).tolist(),
         kv_used_fraction=(seg[:, 6] / max(pol.total_blocks, 1)).tolist())
+
+
+def _downsample(seg: np.ndarray, m: int) -> np.ndarray:
+    """Merge consecutive segments (rows of start, duration, steps, decode rows, prompt tokens,
+    waiting, KV blocks) into at most m."""
+    starts = np.unique(np.linspace(0, seg.shape[0], m + 1).astype(int)[:-1])
+    add = lambda col: np.add.reduceat(seg[:, col], starts)           # noqa: E731
+    mx = lambda col: np.maximum.reduceat(seg[:, col], starts)        # noqa: E731
+    steps = add(2)
+    rows = np.add.reduceat(seg[:, 3] * seg[:, 2], starts) / np.maximum(steps, 1)
+    return np.column_stack([seg[starts, 0], add(1), steps, np.round(rows), add(4), mx(5), mx(6)])
