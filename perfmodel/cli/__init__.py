@@ -17,7 +17,7 @@ from perfmodel.core.errors import PerfModelError, pydantic_message
 
 # command modules, in the order `perfmodel --help` lists them
 COMMANDS = ["catalog", "memory", "predict", "sweep", "spec", "size", "claim", "validate",
-            "calibrate", "endpoint"]
+            "calibrate", "endpoint", "serve_disagg"]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.core.errors import PerfModelError
 from perfmodel.core.predict import Scenario
 from perfmodel.serving.disagg_transfer import pool_link, schedule_transfers, transfer_s
 from perfmodel.serving.scheduler import Policy, simulate
@@ -158,6 +159,10 @@ def _pool(sc: Scenario, layout: PoolLayout, conc: int | None, *, prompt: int, ou
     return _Pool(sc=sc, layout=layout, cost=_cost(sc, [worker_wl], [pol]), pol=pol), reason, fits
 
 
+def _desc(lay: PoolLayout) -> str:
+    return f"tp{lay.tp} pp{lay.pp} ep{lay.ep} dp{lay.dp}"
+
+
 def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_layout: PoolLayout,
                     workloads: list[ServeWorkload], *, layerwise: bool = False,
                     ttft_slo_s: float | None = None,
@@ -178,12 +183,14 @@ def _point(pre, dec, pre_layout, dec_layout, wl, link, layerwise, ttft_slo_s, tp
     pf, why_p, _ = _pool(pre, pre_layout, None, prompt=P, output=1,
                          share=math.ceil(n / pre_layout.workers), overhead=True)
     if pf is None:
-        return ServePoint(**head, fits=False, reason=f"prefill worker: {why_p}")
+        raise PerfModelError(f"the prefill worker ({_desc(pre_layout)}) cannot hold one "
+                             f"request: {why_p}")
     dconc = None if wl.concurrency is None else math.ceil(min(wl.concurrency, n) / dec_layout.workers)
     dc, why_d, fits = _pool(dec, dec_layout, dconc, prompt=P + 1, output=max(O - 1, 1),
                             share=math.ceil(n / dec_layout.workers), overhead=False)
     if dc is None:
-        return ServePoint(**head, fits=False, reason=f"decode worker: {why_d}")
+        raise PerfModelError(f"the decode worker ({_desc(dec_layout)}) cannot receive the KV "
+                             f"of one request: {why_d}")
     req = wl.requests()
     if wl.concurrency is not None:
         run = _closed_loop(pf, dc, link, layerwise, req, wl.concurrency)
