@@ -99,11 +99,28 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
     """The step-level simulator (perfmodel/serving/simulate.py through api.serve), closed loop
     at the measured concurrencies with fixed lengths; a level it cannot run gives its reason."""
     from perfmodel import api   # noqa: PLC0415 - exists only once the simulator is merged
+    if t.prefill and t.decode:
+        return _simulated_disagg(t, concurrencies, profile, specs)
     extra = _dp_kwarg(api.serve, t)
     rep = api.serve(specs.model(t.model), specs.gpu(t.gpu), weights=t.weights, kv=t.kv,
                     activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp, ep=t.ep,
                     profile=profile, prompt_tokens=t.prompt, output_tokens=t.output,
                     concurrencies=concurrencies, **extra)
+    return _points(rep)
+
+
+def _simulated_disagg(t: ServingTarget, concurrencies, profile, specs):
+    """api.serve_disagg: the prefill and decode pools of a disaggregated row."""
+    from perfmodel import api   # noqa: PLC0415
+    rep = api.serve_disagg(specs.model(t.model), specs.gpu(t.gpu), prefill=t.prefill,
+                           decode=t.decode, weights=t.weights, kv=t.kv,
+                           activations=t.activations, engine=t.engine, profile=profile,
+                           prompt_tokens=t.prompt, output_tokens=t.output,
+                           concurrencies=concurrencies)
+    return _points(rep)
+
+
+def _points(rep) -> dict[int, PredictedPoint | str]:
     out: dict[int, PredictedPoint | str] = {}
     for p in rep.points:
         stat = _sim_stat(type(p).model_fields)
@@ -149,7 +166,8 @@ def predictors() -> dict[str, Predictor]:
         out["sim"] = Predictor(
             name="sim", description="step-level simulator (perfmodel/serving/simulate.py)",
             statistic=f"simulated {stat} over the run's requests",
-            capabilities=Capabilities(attention_dp=_dp_keyword(api.serve) is not None),
+            capabilities=Capabilities(attention_dp=_dp_keyword(api.serve) is not None,
+                                      disagg=hasattr(api, "serve_disagg")),
             fn=simulated)
     return out
 
