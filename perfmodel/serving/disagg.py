@@ -123,7 +123,7 @@ def _closed_loop(pf, dc, link, layerwise, req: Requests, C: int) -> _Run:
     C = min(C, n)
     burst = _pipeline(pf, dc, link, layerwise, _take(req, C), np.zeros(C))
     spacing = float(np.mean(burst.finish))
-    send = np.floor(np.arange(n) / C) * spacing
+    send = np.floor(np.arange(n) / C) * spacing      # generations of C, one E2E apart
     run = burst if n == C else None
     for _ in range(CLOSED_LOOP_ITERATIONS if n > C else 0):
         run = _pipeline(pf, dc, link, layerwise, req, send)
