@@ -166,3 +166,26 @@ def test_cli_table_json_and_bad_input(capsys):
     assert cli_main(bad) == 2
     err = capsys.readouterr().err.strip()
     assert "does not divide" in err and "\n" not in err
+
+
+def test_preempted_cached_prefixes_do_not_stall_the_decode_worker():
+    # 70B fp8 on one H100 holds ~2 requests of KV: the decode worker preempts, and the waiting
+    # requests' transferred KV is evicted and recomputed rather than stalling the scheduler
+    r = api.serve_disagg("llama-3.1-70b", GPU, weights="fp8", prefill=ONE, decode=ONE,
+                         prompt_tokens=2048, output_tokens=256, rate_rps=[5.0], num_requests=40)
+    p = r.points[0]
+    assert p.preemptions > 0 and p.tpot_p50_s > 0
+
+
+def test_size_disagg_finds_a_layout_and_reports_a_miss():
+    from perfmodel.analysis.sizing_disagg import size_disagg
+    ok = size_disagg(MODEL, GPU, rate_rps=2.0, prompt=1024, output=64, ttft_slo_s=1.0,
+                     tpot_slo_s=0.05, max_gpus=4, num_requests=40)
+    assert ok.best is not None and ok.best.num_gpus == 2          # 1 + 1 is the smallest layout
+    assert ok.best.ttft_p90_s <= 1.0 and ok.best.tpot_p50_s <= 0.05
+    miss = size_disagg(MODEL, GPU, rate_rps=2.0, prompt=1024, output=64, ttft_slo_s=1e-4,
+                       tpot_slo_s=0.05, max_gpus=2, num_requests=40)
+    assert miss.best is None and "no layout" in miss.reason
+    with pytest.raises(PerfModelError, match="max_gpus"):
+        size_disagg(MODEL, GPU, rate_rps=2.0, prompt=1024, output=64, ttft_slo_s=1.0,
+                    tpot_slo_s=0.05, max_gpus=1)

@@ -319,3 +319,46 @@ def test_serving_fuzz_returns_typed_results_or_clean_errors(tmp_path_factory, ov
     for r in rep.rows:
         for v in (r.predicted_ttft_s, r.predicted_tpot_s, r.ttft_ape, r.tpot_ape):
             assert math.isfinite(v) and v >= 0
+
+
+# ------------------------------------------------------------------ disaggregated rows
+
+def _disagg_row(**over):
+    # the layout of the data file's Kimi-K2.5 GB200 rows: 1 prefill worker (tp1, dp4, ep4),
+    # 4 decode workers (tp8, ep8), decode_batch_size 48 per worker
+    base = dict(mode="disagg", model_path="deepseek-ai/DeepSeek-V3", system="gb200",
+                precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4", batch_size="",
+                tp_size="", pp_size="", attention_dp_size="", moe_tp_size="", moe_ep_size="",
+                prefill_batch_size=1, prefill_num_workers=1, prefill_tp_size=1, prefill_pp_size=1,
+                prefill_attention_dp_size=4, prefill_moe_tp_size=1, prefill_moe_ep_size=4,
+                decode_batch_size=48, decode_num_workers=4, decode_tp_size=8, decode_pp_size=1,
+                decode_attention_dp_size=1, decode_moe_tp_size=1, decode_moe_ep_size=8)
+    base.update(over)
+    return base
+
+
+def test_disagg_row_maps_each_pool_by_hand():
+    # by hand: concurrency = decode_batch 48 x 4 workers x dp 1 = 192 (the file's id says c192);
+    # GPUs = 1 x (1 x 1 x 4) + 4 x (8 x 1 x 1) = 36
+    t = _map(Capabilities(disagg=True), **_disagg_row())
+    assert isinstance(t, ServingTarget)
+    assert t.prefill == dict(workers=1, tp=1, pp=1, ep=4, dp=4)
+    assert t.decode == dict(workers=4, tp=8, pp=1, ep=8, dp=1)
+    assert (t.concurrency, t.num_gpus) == (192, 36)
+
+
+def test_disagg_concurrency_counts_attention_dp_ranks_and_falls_back_to_the_id():
+    # decode_batch_size is per attention-DP rank: 8 x 1 worker x dp 32 = 256 (id: c256)
+    t = _map(Capabilities(disagg=True), **_disagg_row(decode_batch_size=8, decode_num_workers=1,
+                                                      decode_tp_size=1, decode_attention_dp_size=32,
+                                                      decode_moe_ep_size=32))
+    assert t.concurrency == 256 and t.decode["dp"] == 32
+    t = _map(Capabilities(disagg=True), **_disagg_row(id="x_disagg_8192x1024_c25_tp4",
+                                                      decode_batch_size="", decode_num_workers=""))
+    assert t.concurrency == 25 and t.decode["workers"] == 1
+    assert any("decode workers not stated" in a for a in t.assumptions)
+
+
+def test_disagg_rows_need_a_disaggregated_predictor():
+    u = _map(**_disagg_row())
+    assert isinstance(u, ServingUnmapped) and "disaggregated" in u.reason

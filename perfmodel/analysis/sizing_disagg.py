@@ -73,7 +73,8 @@ def _layouts(m, max_gpus: int):
 
 
 def size_disagg(model, gpu, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
-                tpot_slo_s: float, weights: str = "bf16", engine: str = "vllm",
+                tpot_slo_s: float, weights: str = "bf16", kv: str | None = None,
+                engine: str = "vllm",
                 max_gpus: int = 16, num_requests: int = DEFAULT_REQUESTS,
                 hardware_dir: str | None = None) -> DisaggSizing:
     check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
@@ -90,7 +91,8 @@ def size_disagg(model, gpu, *, rate_rps: float, prompt: int, output: int, ttft_s
         if found_n is not None and n > found_n:
             break
         try:
-            r = api.serve_disagg(m, hw, prefill=pl, decode=dl, weights=weights, engine=engine,
+            r = api.serve_disagg(m, hw, prefill=pl, decode=dl, weights=weights, kv=kv,
+                                 engine=engine,
                                  prompt_tokens=prompt, output_tokens=output, rate_rps=[rate_rps],
                                  num_requests=num_requests, hardware_dir=hardware_dir)
         except PerfModelError as exc:

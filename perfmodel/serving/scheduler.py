@@ -136,6 +136,18 @@ class _Sim:
         self.waiting.appendleft(i)
         self.tr.preemptions += 1
 
+    def _evict_cached(self) -> bool:
+        """Nothing runs and the waiting requests' cached prefixes fill the KV pool: evict
+        them (a prefix cache frees unused blocks first), so those requests recompute their
+        whole prompt. Only reached where the scheduler would otherwise stall."""
+        held = [i for i in self.waiting if self.blocks[i] > 0]
+        for i in held:
+            self.used_blocks -= self.blocks[i]
+            self.blocks[i] = 0.0
+            self.ctx[i] = 0.0
+            self.done[i] = 0.0
+        return bool(held)
+
     def _finish(self, i: int, t: float) -> None:
         self.tr.finish_s[i] = t
         self.used_blocks -= self.blocks[i]
@@ -285,6 +297,8 @@ class _Sim:
                 self.t = max(self.t, self.pending[0][0])
                 continue
             dec, chunks = self._plan()
+            if not chunks and not dec.size and not self.running and self._evict_cached():
+                dec, chunks = self._plan()
             if not chunks and not dec.size:   # nothing schedulable: a request larger than KV
                 raise RuntimeError("scheduler stalled: a request does not fit the KV cache")
             blocked = not self.waiting or len(self.running) >= self.pol.max_seqs
