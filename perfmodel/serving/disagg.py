@@ -215,8 +215,11 @@ def _summarize(run: _Run, req: Requests, head: dict, fits: bool, reason: str,
     itl_v = np.concatenate(run.itl_values) if run.itl_values else np.zeros(0)
     itl_w = (np.concatenate([np.full(v.size, w, float) for v, w in zip(run.itl_values, run.itl_weights)])
              if run.itl_values else np.zeros(0))
+    means = {k: v for k, v in (("ttft_mean_s", float(np.mean(ttft))),
+                               ("tpot_mean_s", float(np.mean(tp_all[multi])) if multi.any() else None))
+             if k in ServePoint.model_fields}      # the simulator's means, where it has them
     return ServePoint(
-        **head, fits=fits, reason=reason, preemptions=run.preemptions,
+        **head, **means, fits=fits, reason=reason, preemptions=run.preemptions,
         max_running=run.max_running,
         ttft_p50_s=_pct(ttft, 50), ttft_p90_s=_pct(ttft, 90), ttft_p99_s=_pct(ttft, 99),
         tpot_p50_s=_pct(tp_all[multi], 50), tpot_p90_s=_pct(tp_all[multi], 90),
