@@ -142,21 +142,29 @@ def _take(req: Requests, k: int) -> Requests:
                     concurrency=k)
 
 
-def _pool(sc: Scenario, layout: PoolLayout, conc: int | None, *, prompt: int, output: int,
-          share: int, overhead: bool):
-    """(pool or None, reason, fits) for one worker of the pool serving `share` requests, `conc`
-    of them at once (None: as they come)."""
+def _plan(sc: Scenario, conc: int | None, *, prompt: int, output: int, share: int,
+          overhead: bool):
+    """(policy or None, reason, fits, the worker's workload) for one worker of a pool serving
+    `share` requests, `conc` of them at once (None: as they come)."""
     shape = dict(prompt_tokens=prompt, output_tokens=output, num_requests=share)
     if conc is not None:
         worker_wl = ServeWorkload.make(arrival="closed", concurrency=conc, **shape)
     else:
         worker_wl = ServeWorkload.make(arrival="poisson", rate_rps=1.0, **shape)
     pol, reason, fits = _policy(sc, worker_wl)
+    if pol is not None and not overhead:   # tokenized and admitted by the prefill worker
+        pol = replace(pol, request_overhead_s=0.0)
+    return pol, reason, fits, worker_wl
+
+
+def _pool(sc: Scenario, layout: PoolLayout, conc: int | None, *, prompt: int, output: int,
+          share: int, overhead: bool):
+    """(pool or None, reason, fits): one level's worker with its own step-cost surface."""
+    pol, reason, fits, wl = _plan(sc, conc, prompt=prompt, output=output, share=share,
+                                  overhead=overhead)
     if pol is None:
         return None, reason, False
-    if not overhead:      # the request was tokenized and admitted by the prefill worker
-        pol = replace(pol, request_overhead_s=0.0)
-    return _Pool(sc=sc, layout=layout, cost=_cost(sc, [worker_wl], [pol]), pol=pol), reason, fits
+    return _Pool(sc=sc, layout=layout, cost=_cost(sc, [wl], [pol]), pol=pol), reason, fits
 
 
 def _desc(lay: PoolLayout) -> str:
@@ -167,36 +175,39 @@ def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_la
                     workloads: list[ServeWorkload], *, layerwise: bool = False,
                     ttft_slo_s: float | None = None,
                     tpot_slo_s: float | None = None) -> tuple[list[ServePoint], str]:
-    """Each workload through both pools; also which link carries the KV ('scale-up'/'scale-out')."""
+    """Each workload through both pools; also which link carries the KV ('scale-up'/'scale-out').
+    One step-cost surface per pool serves every level."""
     link, kind = pool_link(pre, pre_layout.num_gpus + dec_layout.num_gpus)
-    out = []
+    plans = []
     for wl in workloads:
-        out.append(_point(pre, dec, pre_layout, dec_layout, wl, link, layerwise,
-                          ttft_slo_s, tpot_slo_s))
+        n, P, O = wl.n_requests, wl.longest_prompt, wl.longest_output
+        pp = _plan(pre, None, prompt=P, output=1, share=math.ceil(n / pre_layout.workers),
+                   overhead=True)
+        if pp[0] is None:
+            raise PerfModelError(f"the prefill worker ({_desc(pre_layout)}) cannot hold one "
+                                 f"request: {pp[1]}")
+        dconc = None if wl.concurrency is None else math.ceil(min(wl.concurrency, n) / dec_layout.workers)
+        dp = _plan(dec, dconc, prompt=P + 1, output=max(O - 1, 1),
+                   share=math.ceil(n / dec_layout.workers), overhead=False)
+        if dp[0] is None:
+            raise PerfModelError(f"the decode worker ({_desc(dec_layout)}) cannot receive the KV "
+                                 f"of one request: {dp[1]}")
+        plans.append((pp, dp))
+    pcost = _cost(pre, [p[3] for p, _ in plans], [p[0] for p, _ in plans])
+    dcost = _cost(dec, [d[3] for _, d in plans], [d[0] for _, d in plans])
+    out = []
+    for wl, (pp, dp) in zip(workloads, plans):
+        pf = _Pool(sc=pre, layout=pre_layout, cost=pcost, pol=pp[0])
+        dc = _Pool(sc=dec, layout=dec_layout, cost=dcost, pol=dp[0])
+        head = dict(concurrency=wl.concurrency, rate_rps=wl.rate_rps, num_requests=wl.n_requests)
+        req = wl.requests()
+        if wl.concurrency is not None:
+            run = _closed_loop(pf, dc, link, layerwise, req, wl.concurrency)
+        else:
+            run = _pipeline(pf, dc, link, layerwise, req, req.send_s)
+        out.append(_summarize(run, req, head, dp[2], f"decode worker: {dp[1]}", ttft_slo_s,
+                              tpot_slo_s))
     return out, kind
-
-
-def _point(pre, dec, pre_layout, dec_layout, wl, link, layerwise, ttft_slo_s, tpot_slo_s):
-    n = wl.n_requests
-    head = dict(concurrency=wl.concurrency, rate_rps=wl.rate_rps, num_requests=n)
-    P, O = wl.longest_prompt, wl.longest_output
-    pf, why_p, _ = _pool(pre, pre_layout, None, prompt=P, output=1,
-                         share=math.ceil(n / pre_layout.workers), overhead=True)
-    if pf is None:
-        raise PerfModelError(f"the prefill worker ({_desc(pre_layout)}) cannot hold one "
-                             f"request: {why_p}")
-    dconc = None if wl.concurrency is None else math.ceil(min(wl.concurrency, n) / dec_layout.workers)
-    dc, why_d, fits = _pool(dec, dec_layout, dconc, prompt=P + 1, output=max(O - 1, 1),
-                            share=math.ceil(n / dec_layout.workers), overhead=False)
-    if dc is None:
-        raise PerfModelError(f"the decode worker ({_desc(dec_layout)}) cannot receive the KV "
-                             f"of one request: {why_d}")
-    req = wl.requests()
-    if wl.concurrency is not None:
-        run = _closed_loop(pf, dc, link, layerwise, req, wl.concurrency)
-    else:
-        run = _pipeline(pf, dc, link, layerwise, req, req.send_s)
-    return _summarize(run, req, head, fits, f"decode worker: {why_d}", ttft_slo_s, tpot_slo_s)
 
 
 def _summarize(run: _Run, req: Requests, head: dict, fits: bool, reason: str,
