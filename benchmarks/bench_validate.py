@@ -1,10 +1,11 @@
 """Time `perfmodel validate` over every row, against the issue's 10 s budget (2-core box).
 
-    python benchmarks/bench_validate.py [--repeat 3]
+    python benchmarks/bench_validate.py [--repeat 3] [--sample 20]
 
 Prints, from one run: the time of the whole validation (map, predict datasheet and
 calibrated, leave-one-out intervals, summaries, the measured serving points), its parts, and
-the ratio budget / time.
+the ratio budget / time; then the serving predictors side by side on a sample of
+configurations (steady-state formulas vs the step-level simulator, when present).
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from perfmodel.analysis.validation.run import default_data, load_rows, validate 
 from perfmodel.analysis.validation.mapping import map_rows  # noqa: E402
 from perfmodel.analysis.validation.predictors import predict_target  # noqa: E402
 from perfmodel.analysis.validation.report import accuracy_markdown  # noqa: E402
-from perfmodel.analysis.validation.serving_run import validate_serving  # noqa: E402
+from perfmodel.analysis.validation.serving_run import DEFAULT_SERVING, validate_serving  # noqa: E402
+from perfmodel.analysis.validation import serving_predict as sp  # noqa: E402
+from perfmodel.analysis.validation.serving_map import map_serving_rows  # noqa: E402
+from perfmodel.analysis.validation.serving_table import read_serving  # noqa: E402
 from perfmodel.core.errors import PerfModelError  # noqa: E402
 
 BUDGET_S = 10.0
@@ -40,6 +44,8 @@ def timed(fn, repeat: int) -> tuple[float, object]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sample", type=int, default=20,
+                    help="serving configurations timed with both predictors")
     args = ap.parse_args()
     t_first, _ = timed(validate, 1)                       # includes imports' lazy caches
     t_all, rep = timed(validate, args.repeat)
@@ -71,6 +77,29 @@ def main() -> None:
           "configurations)")
     print(f"budget {BUDGET_S:.0f} s / warm validate = {BUDGET_S / t_all:.1f}x headroom "
           f"({BUDGET_S / t_first:.1f}x for the first call)")
+    serving_predictors(args.sample)
+
+
+def serving_predictors(n_sample: int) -> None:
+    """Steady-state vs simulator on the same sample of serving configurations (every k-th),
+    and the simulator's whole-file time extrapolated from it."""
+    avail = sp.predictors()
+    if "sim" not in avail:
+        print("serving simulator: not in this checkout")
+        return
+    targets, _ = map_serving_rows(read_serving(DEFAULT_SERVING), avail["sim"].capabilities)
+    configs: dict[tuple, list] = {}
+    for t in targets:
+        configs.setdefault(t.config(), []).append(t)
+    keys = list(configs)[:: max(1, len(configs) // n_sample)]
+    sample = [t for k in keys for t in configs[k]]
+    t_st, _ = timed(lambda: sp.predict_targets(sample, avail["steady"]), 1)
+    t_sim, _ = timed(lambda: sp.predict_targets(sample, avail["sim"]), 1)
+    full = t_sim * len(configs) / len(keys)
+    print(f"serving sample: {len(keys)} of {len(configs)} configurations ({len(sample)} rows)")
+    print(f"  steady-state:            {t_st:7.3f} s")
+    print(f"  simulator:               {t_sim:7.3f} s  = {t_sim / t_st:.1f}x steady-state; "
+          f"whole file ~{full:.0f} s (budget / that = {BUDGET_S / full:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@
         --gpu h200-sxm --out calibrate/profiles/h200-sxm-x2-link.yaml
 
 Model (perfmodel/core/parallel.py allreduce_s, evaluated by calling it):
-    t(b) = 2(p-1)/p * b / (link_bw * eff.link) + 2*ceil(log2 p) * latency
-with link_bw the hardware_db intra_node_link bandwidth. eff.link and latency are fitted by
+    t(b) = 2(p-1)/p * b / (link_bw * eff.link_fraction) + 2*ceil(log2 p) * latency
+with link_bw the hardware_db intra_node_link bandwidth. eff.link_fraction and latency are fitted by
 least squares on log t over the message sizes (every size weighs the same, whatever its time).
 Two curves are fitted:
   eager:  torch dist.all_reduce called from Python, 8 KiB .. 512 MiB (host launch included);
@@ -56,7 +56,7 @@ def model_s(nbytes, p: int, link_bw: float, eff: float, latency_s: float):
 
 
 def fit_allreduce(nbytes, seconds, p: int, link_bw: float) -> tuple[float, float]:
-    """(eff.link <= 1, latency_s >= 0) minimising sum (log model - log measured)^2.
+    """(eff.link_fraction <= 1, latency_s >= 0) minimising sum (log model - log measured)^2.
 
     t = a*b + c is fitted on a log grid of (a, c), refined four times around the best point;
     eff = a_lo / a with a_lo the model's seconds per byte at eff = 1, latency = c / hops.
@@ -134,24 +134,24 @@ def main(argv=None) -> int:
         for curve in ("eager", "device"):
             b, t = allreduce_points(raw, curve)
             eff, lat = fit_allreduce(b, t, p, link.bandwidth_bytes_per_s)
-            before = errors(model_s(b, p, link.bandwidth_bytes_per_s, default.link, link.latency_s), t)
+            before = errors(model_s(b, p, link.bandwidth_bytes_per_s, default.link_fraction, link.latency_s), t)
             after = errors(model_s(b, p, link.bandwidth_bytes_per_s, eff, lat), t)
             summary[curve] = {"eff_link": eff, "latency_s": lat, "error_datasheet": before,
                               "error_fitted": after}
-            print(f"{curve:6s} all-reduce, {len(b)} sizes: eff.link {eff:.3f} (default "
-                  f"{default.link}), latency {lat / US:.2f} us (hardware_db {link.latency_s / US:.1f});"
+            print(f"{curve:6s} all-reduce, {len(b)} sizes: link_fraction {eff:.3f} (default "
+                  f"{default.link_fraction}), latency {lat / US:.2f} us (hardware_db {link.latency_s / US:.1f});"
                   f" RMS log error {before['rms_log']:.3f} -> {after['rms_log']:.3f}, max "
                   f"{before['max_abs_rel']:.0%} -> {after['max_abs_rel']:.0%}")
         dev = summary["device"]
         prof = Profile(gpu=hw.id, efficiency=default.model_copy(update={
-            "link": round(dev["eff_link"], 4),
+            "link_fraction": round(dev["eff_link"], 4),
             "source": f"datasheet defaults except link, fitted by calibrate/fit_link.py on {args.raw}"}),
             link_latency_s=float(f"{dev['latency_s']:.3g}"),
             meta={"card": ", ".join(raw["env"]["gpu_names"]), "gpus": p,
                   "driver": (raw["env"].get("driver_version") or [None])[0],
                   "torch": raw["env"]["torch_version"], "nccl": raw["env"]["nccl_version"],
                   "date": raw["env"]["date_utc"][:10], "raw": args.raw,
-                  "fitted": "efficiency.link and link_latency_s only; other efficiencies are defaults",
+                  "fitted": "efficiency.link_fraction and link_latency_s only; other efficiencies are defaults",
                   "points": dev["error_fitted"]["points"],
                   "fit_error": {k: {"datasheet": v["error_datasheet"], "fitted": v["error_fitted"],
                                     "eff_link": v["eff_link"], "latency_s": v["latency_s"]}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import signal
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from hypothesis import HealthCheck, Phase, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from fuzz_harness import argv_strategy, call, commands, new_pools  # noqa: E402
 
@@ -28,6 +29,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show", type=int, default=3, help="failing argv lists shown per class")
     ap.add_argument("--only", default="", help="comma-separated command names")
+    ap.add_argument("--max-seconds", type=float, default=float("inf"),
+                    help="stop starting calls after this long (also on SIGTERM); the summary "
+                         "covers the calls made")
     args = ap.parse_args()
     pools = new_pools()
     cmds = [c for c in commands() if not args.only or c.name in args.only.split(",")]
@@ -37,11 +41,19 @@ def main() -> int:
     slowest: list[tuple[float, str]] = []
     t0 = time.perf_counter()
     per_cmd = max(1, args.calls // len(cmds))
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     for i, cmd in enumerate(cmds):
+        if stop["now"]:
+            break
         @settings(max_examples=per_cmd, deadline=None, database=None, phases=[Phase.generate],
                   suppress_health_check=list(HealthCheck), derandomize=False)
+        @seed(args.seed * 1000 + i)       # reproducible: the same seed replays the same calls
         @given(argv=argv_strategy(cmd, pools))
         def one(argv):
+            if stop["now"] or time.perf_counter() - t0 > args.max_seconds:
+                stop["now"] = True
+                return
             o = call(argv)
             counts[o.kind] += 1
             by_cmd[cmd.name][o.kind] += 1
@@ -57,6 +69,8 @@ def main() -> int:
         print(f"[{time.perf_counter() - t0:7.0f}s] {cmd.name:18s} {dict(by_cmd[cmd.name])}",
               flush=True)
     total = sum(counts[k] for k in ("result", "clean_error", "failure"))
+    if stop["now"]:
+        print("\nstopped early (--max-seconds or SIGTERM): the counts cover the calls made")
     print(f"\n{total} calls in {time.perf_counter() - t0:.0f} s: {counts['clean_error']} clean errors, "
           f"{counts['result']} results, {counts['failure']} failures "
           f"({len(failures)} distinct)")

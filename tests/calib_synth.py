@@ -22,8 +22,8 @@ SHAPE = {"name": "synthetic-shape", "num_layers": 8, "d_model": 2048, "num_heads
          "num_kv_heads": 4, "head_dim": 128, "ffn_dim": 5632, "vocab_size": 32000,
          "tied_embeddings": False, "rope_theta": 500000.0}
 NON_LAYER_KERNELS = 7   # embedding, final norm, lm_head, 4 sampling kernels (perfmodel.core.ops)
-TRUE_EFF = dict(mem_bw=0.90, gemm_max=0.80, gemm_half_m=24.0, attn_compute=0.5, attn_mem=0.95,
-                kernel_s=2.2e-6, link=0.75)
+TRUE_EFF = dict(mem_bw_fraction=0.90, gemm_max=0.80, gemm_half_m=24.0, attn_compute=0.5, attn_mem=0.95,
+                kernel_s=2.2e-6, link_fraction=0.75)
 GEMM_FIXED_S = 5e-6          # per-GEMM fixed cost of the microbenchmark
 LAUNCH_DEVICE_S = 1.0e-6     # trivial kernel replayed from a graph (a lower bound of kernel_s)
 LAUNCH_HOST_S = 9e-6         # host enqueue per eager launch
@@ -57,7 +57,7 @@ def synthetic_raw(noise: float = 0.02, seed: int = 0, engines=tuple(TRUE_ENGINES
     rng = np.random.default_rng(seed)
     hw = load_gpu(GPU)
     eff = Efficiency(**TRUE_EFF)
-    bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw
+    bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw_fraction
 
     def jitter(t):
         return float(t * rng.lognormal(0.0, noise))

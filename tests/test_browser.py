@@ -88,8 +88,8 @@ def test_calculator_in_chromium(server, tmp_path):
             browser.close()
 
 
-PAGES = ["", "calculator", "sweep", "compare", "speculative", "claims", "calibration",
-         "accuracy", "measure", "definitions"]
+PAGES = ["", "calculator", "sweep", "serving", "compare", "speculative", "claims",
+         "calibration", "accuracy", "measure", "definitions"]
 
 
 def test_every_page_opens_by_its_url(server):

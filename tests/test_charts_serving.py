@@ -5,6 +5,7 @@ import json
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -72,3 +73,26 @@ def test_percentile_charts_never_raise(levels):
     y = np.asarray(_trace(fig, "TTFT p50").y, dtype=float)
     assert all(np.isnan(v) or v > 0 for v in y)
     cs.throughput(c, [x[3] for x in levels], [x[3] for x in levels], fits)
+
+
+def test_ratio_vs_concurrency_one_trace_per_engine():
+    from types import SimpleNamespace as R
+    rows = [R(concurrency=c, engine=e, label=f"r{c}{e}", gpu="g", model="m", measured_ttft_s=1.0,
+              predicted_ttft_s=p, measured_tpot_s=0.01, predicted_tpot_s=0.01)
+            for c, e, p in ((1, "vllm", 0.5), (8, "vllm", 0.25), (4, "trtllm", 2.0))]
+    fig = cs.ratio_vs_concurrency(rows, "ttft")
+    assert list(_trace(fig, "vllm").y) == [0.5, 0.25] and list(_trace(fig, "vllm").x) == [1, 8]
+    assert list(_trace(fig, "trtllm").y) == [2.0]
+    assert list(_trace(fig, "predicted = measured").y) == [1.0, 1.0]
+    assert cs.ratio_vs_concurrency([], "tpot").data      # reference lines even without rows
+
+
+def test_measured_means_drawn_beside_the_percentiles():
+    from types import SimpleNamespace as M
+    meas = [M(concurrency=4, ttft_s=0.5, tpot_s=0.02, label="a#1"),
+            M(concurrency=16, ttft_s=0.7, tpot_s=0.03, label="a#2")]
+    fig = cs.latency_percentiles([4, 16], {"p50": [0.4, 0.6]}, {"p50": [0.02, 0.025]},
+                                 [True, True], meas)
+    assert list(_trace(fig, "TTFT measured mean").y) == pytest.approx([500.0, 700.0])
+    assert list(_trace(fig, "TPOT measured mean").y) == pytest.approx([20.0, 30.0])
+    assert list(_trace(fig, "TTFT measured mean").x) == [4, 16]

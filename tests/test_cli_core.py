@@ -35,7 +35,8 @@ def test_predict_json_has_the_documented_keys(capsys):
                             "--weights", "fp8", "--kv", "fp8", "--batch", "8", "--prompt", "512",
                             "--output", "128", "--engine", "vllm", "--json"])
     assert PREDICT_KEYS <= set(out)
-    assert out["output_tok_s_total"] == pytest.approx(8 * out["decode_tok_s_per_user"])
+    assert out["decode_tok_s_total"] == pytest.approx(8 * out["decode_tok_s_per_user"])
+    assert out["output_tok_s_total"] == pytest.approx(8 * out["output_tokens"] / out["e2e_s"])
 
 
 def test_predict_new_tokens_is_a_verification_step(capsys):
@@ -83,6 +84,9 @@ def test_sweep_agrees_with_predict(capsys, tmp_path):
     single = api.predict_request("llama-3.1-8b", "l40s", weights="fp8", kv="bf16", batch=16)
     assert r["tpot_s"] == pytest.approx(single.tpot_s)
     assert r["ttft_s"] == pytest.approx(single.ttft_s)
+    # one meaning per name: the sweep's throughput columns are predict's
+    assert r["output_tok_s_total"] == pytest.approx(single.output_tok_s_total)
+    assert r["decode_tok_s_total"] == pytest.approx(single.decode_tok_s_total)
 
 
 words = st.one_of(st.sampled_from(["llama-3.1-8b", "h100-sxm", "bf16", "fp8", "int4-g64", "0", "-3",
@@ -115,3 +119,20 @@ def test_predict_api_fuzz_returns_typed_result_or_clean_error(model, gpu, w, B, 
         if isinstance(v, float):
             assert math.isfinite(v), k
     assert r.e2e_s >= r.ttft_s > 0
+
+
+def test_memory_takes_ep_and_dp(capsys):
+    """DeepSeek-V3 fp8 (~671 GB of weights) on 8 x H200 with attention DP 8 and EP 8: each GPU
+    holds 1/8 of the routed experts and a whole copy of the rest (attention, dense layers,
+    shared experts, embeddings), so its weights lie strictly between total/8 (TP8) and the
+    total; TP1 alone does not fit on one 141 GB card."""
+    argv = ["memory", "--model", "deepseek-v3", "--gpu", "h200-sxm", "--weights", "fp8",
+            "--batch", "8", "--context", "4096", "--json"]
+    one = run_json(capsys, argv)
+    tp8 = run_json(capsys, argv + ["--tp", "8", "--ep", "8"])
+    dp8 = run_json(capsys, argv + ["--dp", "8", "--ep", "8"])
+    assert one["fits"] is False
+    assert one["weight_bytes"] / 8 == pytest.approx(tp8["weight_bytes"], rel=0.02)
+    assert tp8["weight_bytes"] < dp8["weight_bytes"] < one["weight_bytes"] / 2
+    assert main(argv + ["--dp", "8", "--ep", "3"]) == 2
+    assert "does not divide" in capsys.readouterr().err

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gguf_tiny import random_llama_bytes, vocabulary, write_random_llama  # noqa: E402
 from servers import free_port, stop, wait_until_up  # noqa: E402
 
-from perfmodel.api import predict_request  # noqa: E402
+from perfmodel.api import predict_request, serve  # noqa: E402
 from perfmodel.core.efficiency import default_efficiency  # noqa: E402
 from perfmodel.analysis.endpoint import EndpointConfig, run_benchmark  # noqa: E402
 from perfmodel.core.profile import Profile  # noqa: E402
@@ -42,6 +42,9 @@ SHAPE = dict(d_model=2048, layers=8, heads=16, kv_heads=4, ffn=1536)
 OUTPUT_TOKENS = 32
 MIN_BUFFER = 64e6          # bandwidth records at least this large are past any CPU cache here
 BAND = (1 / 3, 3.0)        # measured / predicted: a physical band, not a tuned tolerance
+LEVELS = (1, 2, 4)         # concurrency levels of the load test
+LEVEL_REQUESTS = 4         # requests per level
+PROMPT_TOKENS = 100        # one token per character: 16 words of the prompt list are ~100 tokens
 
 
 def cpu_vendor() -> str | None:
@@ -52,8 +55,9 @@ def cpu_vendor() -> str | None:
     return "amd" if "AuthenticAMD" in text else "intel" if "GenuineIntel" in text else None
 
 
-def serve_and_measure(model_path: Path, tmp: Path) -> float:
-    """Start llama_cpp.server (1 thread), warm it up, bench-endpoint at concurrency 1: TPOT p50."""
+def serve_and_measure(model_path: Path, tmp: Path):
+    """Start llama_cpp.server (1 thread), warm it up, bench-endpoint at concurrency 1, 2, 4
+    (LEVEL_REQUESTS each): the run."""
     port = free_port()
     log = (tmp / "server.log").open("w")
     proc = subprocess.Popen(
@@ -70,15 +74,17 @@ def serve_and_measure(model_path: Path, tmp: Path) -> float:
         # one request first, so page-faulting the weights in is not timed
         httpx.post(f"{url}/completions", json={"model": "random", "prompt": "warm up",
                                                "max_tokens": 4}, timeout=60, trust_env=False)
-        run = run_benchmark(EndpointConfig(url=url, model="random", concurrency=(1,), requests=4,
-                                           prompt_tokens=16, max_tokens=OUTPUT_TOKENS,
-                                           request_timeout_s=60, max_seconds=120))
+        run = run_benchmark(EndpointConfig(url=url, model="random", concurrency=LEVELS,
+                                           requests=LEVEL_REQUESTS, prompt_tokens=16,
+                                           max_tokens=OUTPUT_TOKENS, request_timeout_s=60,
+                                           max_seconds=240))
     finally:
         stop(proc)
         log.close()
-    stats = run.levels[0].stats
-    assert stats.ok == 4 and stats.output_tokens_total == 4 * OUTPUT_TOKENS
-    return stats.tpot_p50_s
+    for lv in run.levels:
+        assert lv.stats.ok == LEVEL_REQUESTS
+        assert lv.stats.output_tokens_total == LEVEL_REQUESTS * OUTPUT_TOKENS
+    return run
 
 
 def measure_cpu(tmp: Path) -> tuple[float, dict]:
@@ -120,7 +126,8 @@ def test_cpu_decode_matches_the_bandwidth_bound(tmp_path):
     model_path = write_random_llama(tmp_path / "random-f16.gguf", dtype="f16", **SHAPE)
     weight_bytes = random_llama_bytes(dtype="f16", **SHAPE)
     assert 0.25e9 < model_path.stat().st_size < 0.4e9
-    measured_tpot = serve_and_measure(model_path, tmp_path)
+    run = serve_and_measure(model_path, tmp_path)
+    measured_tpot = run.levels[0].stats.tpot_p50_s
     bw, env = measure_cpu(tmp_path)
     flops = fp32_matmul_flops()
 
@@ -143,13 +150,34 @@ def test_cpu_decode_matches_the_bandwidth_bound(tmp_path):
                      d_model=SHAPE["d_model"], num_heads=SHAPE["heads"],
                      num_kv_heads=SHAPE["kv_heads"], head_dim=head_dim, ffn_dim=SHAPE["ffn"],
                      vocab_size=tokens, max_context=2048)
-    # the tokenizer is one token per character: 16 words of the prompt list are ~100 tokens
-    est = predict_request(spec, hw, weights="fp16", engine="llama-cpp", batch=1, prompt=100,
-                          output=OUTPUT_TOKENS, profile=Profile(gpu=hw.id, efficiency=eff))
+    profile = Profile(gpu=hw.id, efficiency=eff)
+    est = predict_request(spec, hw, weights="fp16", engine="llama-cpp", batch=1,
+                          prompt=PROMPT_TOKENS, output=OUTPUT_TOKENS, profile=profile)
     ratio = measured_tpot / est.tpot_s
     print(f"\nCPU endpoint: {weight_bytes / 1e9:.3f} GB of f16 weights, read bandwidth "
           f"{bw / 1e9:.1f} GB/s, fp32 matmul {flops / 1e9:.0f} GFLOP/s (1 thread); TPOT measured "
           f"{measured_tpot * 1e3:.2f} ms, predicted {est.tpot_s * 1e3:.2f} ms ({est.bound}-bound),"
           f" measured/predicted {ratio:.2f}, error {ratio - 1:+.0%}")
+    serve_ok = check_serve_simulation(run, spec, hw, profile)
     assert est.bound == "memory"
     assert BAND[0] < ratio < BAND[1]
+    assert serve_ok
+
+
+def check_serve_simulation(run, spec: ModelSpec, hw: HardwareSpec, profile: Profile) -> bool:
+    """The same levels simulated by api.serve. llama-cpp-python's server runs one request at
+    a time (a lock around the model), so the engine's scheduler is limited to one sequence:
+    at concurrency C a request's first token waits for the requests ahead of it. The TTFT p50
+    ordering over the levels must match, and each level's measured / simulated TTFT p50 lie
+    in the physical BAND (the CPU is shared and noisy: the band is wide on purpose)."""
+    rep = serve(spec, hw, weights="fp16", engine="llama-cpp", prompt_tokens=PROMPT_TOKENS,
+                output_tokens=OUTPUT_TOKENS, concurrencies=list(LEVELS),
+                num_requests=LEVEL_REQUESTS, max_num_seqs=1, profile=profile)
+    measured = [lv.stats.ttft_p50_s for lv in run.levels]
+    simulated = [p.ttft_p50_s for p in rep.points]
+    ratios = [m / s for m, s in zip(measured, simulated)]
+    print("serve vs measured TTFT p50 (ms) at concurrency "
+          + ", ".join(f"{c}: {m * 1e3:.0f} vs {s * 1e3:.0f} (x{r:.2f})"
+                      for c, m, s, r in zip(LEVELS, measured, simulated, ratios)))
+    assert simulated == sorted(simulated) and measured == sorted(measured), (measured, simulated)
+    return all(BAND[0] < r < BAND[1] for r in ratios)

@@ -49,11 +49,11 @@ def _close(value, truth, rel):
 def test_recovers_measured_efficiencies(synth):
     prof, report = synth
     eff = prof.efficiency
-    assert _close(eff.mem_bw, TRUE_EFF["mem_bw"], 0.03)
+    assert _close(eff.mem_bw_fraction, TRUE_EFF["mem_bw_fraction"], 0.03)
     assert _close(eff.gemm_max, TRUE_EFF["gemm_max"], 0.03)
     assert _close(eff.attn_mem, TRUE_EFF["attn_mem"], 0.03)
     assert _close(eff.gemm_half_m, TRUE_EFF["gemm_half_m"], 0.35)
-    assert _param(report, "efficiency.mem_bw").status == "measured"
+    assert _param(report, "efficiency.mem_bw_fraction").status == "measured"
 
 
 def _engine(prof: Profile, eid: str):

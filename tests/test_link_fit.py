@@ -66,7 +66,7 @@ def test_committed_profile_holds_the_device_fit():
     b, t = fit_link.allreduce_points(json.loads(RAW.read_text()), "device")
     eff, lat = fit_link.fit_allreduce(b, t, 2, LINK_BW)
     assert prof.gpu == "h200-sxm"
-    assert prof.efficiency.link == pytest.approx(eff, rel=1e-3)
+    assert prof.efficiency.link_fraction == pytest.approx(eff, rel=1e-3)
     assert prof.link_latency_s == pytest.approx(lat, rel=1e-2)
 
 

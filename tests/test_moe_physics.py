@@ -114,7 +114,7 @@ def test_mla_decode_is_absorbed_and_long_prefill_decompressed():
 
 def test_kernels_per_layer_grow_with_moe_and_mla_but_not_for_dense_models():
     # torch-eager issues every kernel from the CPU, so cpu_s counts them:
-    # cpu = kernels * launch_s + overhead. Llama: the engine's 40 per layer plus 7 outside
+    # cpu = kernels * launch_s + overhead. Llama: the engine's k per layer plus 7 outside
     # the layers (embedding, final norm, lm_head, 4 sampling kernels).
     hw, eng = load_gpu("h100-sxm"), ENGINES["torch-eager"]
     eff = default_efficiency(hw)
@@ -124,13 +124,14 @@ def test_kernels_per_layer_grow_with_moe_and_mla_but_not_for_dense_models():
         est = step_time(m, hw, BF16, eng, eff, 1, 1, 128, dep=Deployment(tp=8))
         return (est.cpu_s - eng.cpu_overhead_per_step_s) / eng.launch_s
 
-    assert kernels("llama-3.1-70b") == pytest.approx(40 * 80 + 7)
+    k = eng.kernels_per_layer          # the preset's count for a dense Llama layer
+    assert kernels("llama-3.1-70b") == pytest.approx(k * 80 + 7)
     # DeepSeek-V3 op list, by hand per layer: input norm, 5 MLA projections, 3 latent
     # norm/rope kernels, attention, 2 residuals, post-attention norm, activation (14);
     # 3 dense layers add up/down (2 each); 58 MoE layers add router, shared up/down, 3 expert
     # GEMMs, 2 routing, permute, combine (10 each): 14*61 + 2*3 + 10*58 = 1440 kernels, vs
-    # 13 per layer for its dense twin -> 40 * 1440 / 13 engine kernels.
-    assert kernels("deepseek-v3") == pytest.approx(40 * 1440 / 13 + 7)
+    # 13 per layer for its dense twin -> k * 1440 / 13 engine kernels.
+    assert kernels("deepseek-v3") == pytest.approx(k * 1440 / 13 + 7)
 
 
 # ----------------------------------------------------------------- topology and pipelines
@@ -249,3 +250,26 @@ def test_parallel_layouts_give_a_finite_result_or_a_clean_error(model, gpu, tp, 
         return
     assert isinstance(r, api.RequestEstimate)
     assert all(math.isfinite(v) and v > 0 for v in (r.ttft_s, r.tpot_s, r.e2e_s))
+
+
+def test_two_batch_overlap_hides_the_all_to_all_up_to_the_expert_time():
+    m, hw = load_model("deepseek-v3"), load_gpu("h200-sxm")
+    eff, eng = default_efficiency(hw), ENGINES["sglang"]
+    p, dep = Precision.of("fp8"), Deployment(tp=1, dp=8, ep=8)
+    plain = {o.name: o.time_s for o in step_time(m, hw, p, eng, eff, 256, 1, 2048, dep=dep).ops}
+    tbo = eng.model_copy(update={"moe_comm_overlap": 0.5})
+    half = {o.name: o.time_s for o in step_time(m, hw, p, tbo, eff, 256, 1, 2048, dep=dep).ops}
+    a2a = plain["ep_alltoall"]
+    assert half["ep_alltoall"] == pytest.approx(a2a - min(0.5 * a2a, plain["experts"]))
+    assert half["experts"] == plain["experts"]
+
+
+def test_dp_attention_holds_more_sequences_than_tp_for_mla():
+    # under TP every GPU keeps the whole MLA latent of every sequence (kv_replication); DP
+    # attention splits the sequences over the groups, so KV memory admits more of them
+    from perfmodel.serving.curve import serve_curve
+    kw = dict(weights="fp8", engine="sglang", prompt=2000, output=1000, concurrencies=[64])
+    tp8 = serve_curve("deepseek-v3", "h200-sxm", tp=8, ep=8, **kw)
+    dp8 = serve_curve("deepseek-v3", "h200-sxm", tp=1, dp=8, ep=8, **kw)
+    assert dp8.num_gpus == tp8.num_gpus == 8
+    assert dp8.kv_max_concurrency > 2 * tp8.kv_max_concurrency

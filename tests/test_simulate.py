@@ -278,3 +278,75 @@ def test_exactly_one_arrival_kind():
         serve_workloads(prompt_tokens=10, output_tokens=10, concurrencies=[1], rate_rps=[1.0])
     with pytest.raises(PerfModelError, match="rate_rps"):
         api.serve("llama-3.1-8b", "h100-sxm", rate_rps=[0.0])
+
+
+@settings(max_examples=60)
+@given(st.sampled_from(["closed", "poisson", "gamma", "trace", "other"]),
+       st.one_of(st.none(), st.integers(-2, 10**7)), st.one_of(st.none(), st.integers(-2, 5000)),
+       st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
+       st.one_of(st.floats(-1, 2), st.just(float("nan"))),
+       st.one_of(st.floats(-1, 2), st.just(float("nan"))))
+def test_workload_validates_once_with_one_line(arrival, conc, n, rate, ratio, hit):
+    try:
+        wl = ServeWorkload.make(arrival=arrival, prompt_tokens=128, output_tokens=16,
+                                concurrency=conc, num_requests=n, rate_rps=rate,
+                                range_ratio=ratio, prefix_hit=hit,
+                                trace=((0.0, 10, 2),) if arrival == "trace" else None)
+    except PerfModelError as exc:
+        assert "\n" not in str(exc)
+        return
+    req = wl.requests()
+    assert req.prompt_tokens.size == wl.n_requests <= 200_000
+    assert np.all(req.cached_tokens < req.prompt_tokens)
+
+
+# --------------------------------------------------------------------------- server limits
+
+def test_trtllm_server_budget_splits_a_wave_into_8192_token_steps():
+    # trtllm-serve defaults (BuildConfig: max_num_tokens 8192, max_batch_size 2048), not the
+    # trtllm-bench tuning (32768 / 4096): a wave of 16 x 1024-token prompts is prefilled in
+    # steps of 8192 tokens, by hand: 8 prompts; then the 8 running decodes take 8 tokens of
+    # the budget and prompt chunks the other 8184; the last 8 prompt tokens in a third step
+    rep = api.serve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="trtllm",
+                    prompt_tokens=1024, output_tokens=2, concurrencies=[16], num_requests=16,
+                    timeline=True)
+    assert (rep.max_num_batched_tokens, rep.max_num_seqs) == (8192, 2048)
+    prefills = [p for p in rep.points[0].timeline.prefill_tokens if p > 0]
+    assert prefills == [8192.0, 8184.0, 8.0]
+    # an explicit limit still wins over the server default
+    big = api.serve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="trtllm",
+                    prompt_tokens=1024, output_tokens=2, concurrencies=[16], num_requests=16,
+                    timeline=True, max_num_batched_tokens=32768)
+    assert [p for p in big.points[0].timeline.prefill_tokens if p > 0] == [16384.0]
+
+
+def test_pipeline_step_is_paced_by_the_micro_batch_holding_the_chunk():
+    """pp=4: a 1000-token chunk beside 64 decode rows runs in ONE micro-batch, so the step's
+    body is at least body(64/4 + 1000 rows), never body((64 + 1000)/4) (GPipe balance; the
+    scheduler places a chunk in one micro-batch). Decode-only steps are unchanged."""
+    from dataclasses import replace as _replace
+    from perfmodel.core.specs import Deployment
+    from perfmodel.serving.batching import heavy_prompt_rows
+    sc = _replace(SC, dep=Deployment(pp=4))
+    cost = stepcost.build(sc, max_rows=4096, max_seqs=64, max_chunk=2048, max_context=4096)
+    with_chunk = cost.step_s(64, 64 * 1000.0, [1000], [0.0])
+    assert with_chunk >= float(cost.body(16.0 + 1000.0))
+    assert with_chunk > float(cost.body((64.0 + 1000.0) / 4)) + cost.overhead_s
+    assert heavy_prompt_rows(4 * 1000.0, 1000.0, 4) == 1000.0      # four prompts, one each
+    assert heavy_prompt_rows(1000.0, 1000.0, 4) == 1000.0          # one prompt: whole
+    assert heavy_prompt_rows(3000.0, 1000.0, 1) == 3000.0          # no pipeline: the sum
+
+
+def test_hybrid_model_state_is_per_sequence_not_per_token():
+    """Qwen3.5-397B-A17B (3 of 4 layers gated-DeltaNet with a constant recurrent state per
+    sequence): 64 requests of 1024 + 1024 tokens in fp8 on 8 x B200 hold ~50 GB of weights per
+    GPU and fit by the memory model; the simulator's KV pool must agree (it counted the state
+    once per token and queued every request beyond a handful)."""
+    from perfmodel.core.memory import estimate_memory
+    sc, _, _ = resolve("qwen3.5-397b-a17b", "b200", weights="fp8", kv="fp8", engine="sglang", tp=8)
+    assert sc.model.num_linear_attention_layers > 0
+    mem = estimate_memory(sc.model, sc.hw, sc.precision, batch=64, context=2048,
+                          engine=sc.engine, dep=sc.dep)
+    rep = api.serve("qwen3.5-397b-a17b", "b200", weights="fp8", kv="fp8", engine="sglang", tp=8,
+                    prompt_tokens=1024, output_tokens=1024, concurrencies=[64])
+    assert mem.fits and rep.points[0].fits, rep.points[0].reason

@@ -33,20 +33,20 @@ def test_cheapest_answer_meets_every_constraint(answer):
     assert answer.deployments and answer.infeasible_reason is None
     d = answer.deployments[0]
     q = answer.request
-    assert d.meets and d.count <= q.max_gpus and d.count == d.replicas * d.tp * d.pp
+    assert d.meets and d.count <= q.max_gpus and d.count == d.replicas * d.tp * d.dp * d.pp
     assert d.ttft_s <= q.ttft_slo_s and d.tpot_s <= q.tpot_slo_s
     assert d.goodput_rps >= q.rate_rps and d.headroom >= 0
     assert d.concurrency <= d.max_concurrency
     w, _, kv = d.precision.partition("/")
     # the operating concurrency fits by the memory model on its own
     sc, _, _ = resolve(q.model, d.gpu, weights=w, kv=kv or None, engine=d.engine, tp=d.tp,
-                       pp=d.pp, ep=d.ep)
+                       pp=d.pp, ep=d.ep, dp=d.dp)
     mem = estimate_memory(sc.model, sc.hw, sc.precision, batch=d.concurrency,
                           context=q.prompt_tokens + q.output_tokens, engine=sc.engine, dep=sc.dep)
     assert mem.fits
     # serving under load is never faster per token than one request alone
     alone = predict_request(q.model, d.gpu, weights=w, kv=kv or None, engine=d.engine,
-                            tp=d.tp, pp=d.pp, ep=d.ep, batch=1, prompt=q.prompt_tokens,
+                            tp=d.tp, pp=d.pp, ep=d.ep, dp=d.dp, batch=1, prompt=q.prompt_tokens,
                             output=q.output_tokens)
     assert d.tpot_s >= alone.tpot_s * (1 - 1e-9)
 
@@ -245,3 +245,54 @@ def test_cli_never_tracebacks(model, rate, prompt, output, ttft, tpot, gpu_list,
         assert "deployments" in data and "infeasible_reason" in data
         for d in data["deployments"]:
             assert all(not isinstance(v, float) or math.isfinite(v) for v in d.values())
+
+
+def test_cheapest_deployments_are_checked_by_simulation():
+    """The steady-state search is a quick estimate: the cheapest deployments carry simulated
+    p90s, and a deployment that misses a target in simulation ranks below every one that meets."""
+    from perfmodel.analysis import sizing, sizing_sim
+    r = sizing.size("llama-3.1-8b", rate_rps=4.0, prompt=1000, output=200, ttft_slo_s=0.5,
+                    tpot_slo_s=0.03, gpus=["h100-sxm", "l40s", "a100-sxm-80gb"],
+                    precisions=["bf16", "fp8"])
+    sim = [d for d in r.deployments if d.sim_meets is not None]
+    assert sim and len(sim) <= sizing_sim.VERIFY_TOP
+    for d in sim:
+        assert d.sim_ttft_p90_s > 0 and d.sim_tpot_p90_s > 0
+        assert d.sim_meets == (d.sim_ttft_p90_s <= 0.5 and d.sim_tpot_p90_s <= 0.03)
+    flags = [d.sim_meets is False for d in r.deployments]
+    assert flags == sorted(flags)          # misses after everything else
+
+
+def test_70b_on_h200_is_not_sized_as_a_four_stage_pipeline():
+    """Issue 14: `size` chose TP1xPP4 for Llama-3.1-70B on 4 x H200. The pipeline looked cheap
+    because a mixed step's prompt rows were spread over the pp micro-batches as if a chunk
+    could be cut in four; a chunk runs inside one micro-batch and the slowest micro-batch sets
+    the pipeline's period (batching.heavy_prompt_rows), so with 1000-token prompts the pipeline
+    pays each prompt's rows at full weight while TP4 pays the all-reduce on them. vLLM's
+    distributed-serving docs recommend TP inside a node and PP across nodes."""
+    for prec in ("bf16", "fp8"):
+        res = size("llama-3.1-70b", rate_rps=2.0, prompt=1000, output=500, ttft_slo_s=2.0,
+                   tpot_slo_s=0.05, gpus=["h200-sxm"], precisions=[prec], counts=[4])
+        assert res.deployments, res.infeasible_reason
+        best = res.deployments[0]
+        assert best.meets and best.pp == 1, (prec, best.tp, best.pp)
+
+
+def test_moe_models_are_also_sized_with_attention_dp():
+    """DeepSeek-V3 (MLA: one latent KV head that TP replicates on every GPU) is served with
+    attention DP x EP (SGLang --enable-dp-attention, TRT-LLM attention_dp): the search
+    includes those shapes, counts their GPUs as tp x dp x pp, and the memory model holds
+    their operating concurrency. Dense models get no dp shapes."""
+    from perfmodel.analysis.sizing import shapes
+    from perfmodel.core.catalog import load_model
+    assert (1, 1, 8, 8) in shapes(load_model("deepseek-v3"), 8)
+    assert all(s[3] == 1 for s in shapes(load_model("llama-3.1-70b"), 8))
+    res = size("deepseek-v3", rate_rps=4.0, prompt=1000, output=500, ttft_slo_s=2.0,
+               tpot_slo_s=0.05, gpus=["h200-sxm"], precisions=["fp8"], counts=[8])
+    d = res.deployments[0]
+    assert d.meets and d.count == 8 == d.replicas * d.tp * d.dp * d.pp
+    if d.dp > 1:
+        sc, _, _ = resolve("deepseek-v3", "h200-sxm", weights="fp8", tp=d.tp, ep=d.ep, dp=d.dp)
+        mem = estimate_memory(sc.model, sc.hw, sc.precision, batch=d.concurrency,
+                              context=1500, engine=sc.engine, dep=sc.dep)
+        assert mem.fits

@@ -216,3 +216,15 @@ def test_fuzz_widgets_never_raise(model, gpu, weights, act, kv, engine, tp, pp, 
 def test_fuzz_url_never_raises(params, page):
     at = run(None if page == "calculator" else page, **params)
     clean(at)
+
+
+def test_sidebar_widgets_are_labelled_by_the_query_fields():
+    from perfmodel.core.query import Query, field_help, field_label
+    from perfmodel.webapp import inputs, state
+
+    for ui_name, q_name in inputs.QUERY_OF.items():
+        assert ui_name in state.UIScenario.model_fields
+        assert Query.model_fields[q_name].title == field_label(q_name) and field_help(q_name)
+    assert field_label("prompt_tokens") == "Prompt (tokens)"    # the sidebar's label before
+    assert inputs._bounds("tp") == (1, state.MAX_GPUS)
+    assert inputs._bounds("prompt") == (1, state.MAX_TOKENS)

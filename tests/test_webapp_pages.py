@@ -60,14 +60,15 @@ def test_definitions_page_lists_metrics_and_every_engine():
 
 
 def test_sweep_over_concurrency_uses_the_serving_model():
-    pytest.importorskip("perfmodel.serving.curve")
+    pytest.importorskip("perfmodel.serving.simulate")
     at = run("sweep", sweep_over="concurrency", sweep_max_batch=64)
     clean(at)
     df = at.dataframe[0].value
     assert list(df["concurrency"]) == [1, 2, 4, 8, 16, 32, 64]
-    assert any("Knee: concurrency" in c.value for c in at.caption)
-    per_user = [float(v.replace(",", "")) for v in df["per user (tok/s)"]]
-    assert per_user[0] > per_user[-1]                    # more users share the GPU
+    assert any("Simulated closed-loop benchmark" in c.value and "Knee:" in c.value
+               for c in at.caption)
+    tpot = [float(v.replace(",", "")) for v in df["TPOT p50 (ms)"]]
+    assert tpot[0] < tpot[-1]                            # more users share the GPU: slower each
 
 
 def test_compare_page_ranks_deployments_and_follows_the_rate():
@@ -97,9 +98,11 @@ def test_accuracy_page_shows_errors_and_the_scatter():
     clean(at)
     m = metrics(at)
     assert any(k.startswith("decode_tok_s_per_user") and v.endswith("%") for k, v in m.items())
-    assert len(at.get("plotly_chart")) == 1
-    title = lambda: json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    assert len(at.get("plotly_chart")) == 3     # the metric's scatter, serving TTFT and TPOT ratios
+    title = lambda i=0: json.loads(at.get("plotly_chart")[i].proto.spec)["layout"]["title"]["text"]
     assert title().startswith("decode_tok_s_per_user")
+    assert title(1).startswith("TTFT") and title(2).startswith("TPOT")
+    assert any("Serving under load" in h.value for h in at.subheader)
     at.selectbox(key="w_acc_metric").set_value("ttft_ms").run()
     clean(at)
     assert title().startswith("ttft_ms")
@@ -294,3 +297,18 @@ def test_serving_run_page_bad_levels_are_one_line():
     at = run("serving", serve_levels="a,b")
     clean(at)
     assert at.error and "\n" not in at.error[0].value and "levels" in at.error[0].value
+
+
+def test_serving_run_page_draws_measured_points_of_the_same_configuration():
+    pytest.importorskip("perfmodel.serving.simulate")
+    # data/serving holds trtllm Llama-3.1-70B fp8 on one H200 at 1024/1024 (concurrency 4..128)
+    at = run("serving", model="llama-3.1-70b", gpu="h200-sxm", engine="trtllm", weights="fp8",
+             kv="fp8", prompt=1024, output=1024, serve_levels="4,16")
+    clean(at)
+    spec = json.loads(at.get("plotly_chart")[1].proto.spec)
+    names = [t.get("name") for t in spec["data"]]
+    assert "TTFT measured mean" in names and "TPOT measured mean" in names
+    assert any(c.value.startswith("Diamonds:") for c in at.caption)
+    at.number_input(key="w_prompt").set_value(1000).run()     # no row at this prompt length
+    clean(at)
+    assert any(c.value.startswith("No measured serving point") for c in at.caption)

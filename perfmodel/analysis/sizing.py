@@ -5,9 +5,11 @@
          profile=None, hardware_dir=None) -> SizingResult
 
 Search: GPU x replica shape (TP in 1, 2, 4, 8 within a node; PP in powers of two; EP = TP
-for MoE models) x precision x engine. For each replica shape the curve over a concurrency
+for MoE models, and for MoE models attention data parallelism too: dp groups of one GPU
+with the experts over all dp GPUs, EP = dp, as SGLang's DP attention and TRT-LLM's
+attention_dp serve DeepSeek and Kimi) x precision x engine. For each replica shape the curve over a concurrency
 grid (batching.curve, vectorized) gives its goodput g (queueing.goodput_rps); serving R
-req/s takes r = ceil(R / g) replicas and count = r x tp x pp GPUs. Per GPU, precision and
+req/s takes r = ceil(R / g) replicas and count = r x tp x dp x pp GPUs. Per GPU, precision and
 engine the cheapest count is kept (shapes are tried smallest first and larger ones are
 skipped once a cheaper count is known); the list is ranked by $/hour, cheapest first.
 
@@ -21,6 +23,9 @@ with the least slack at the rate (memory: 1 - bytes used / usable; TPOT and TTFT
 1 - value / target, TTFT without the admission queue; rate: 1 - rate / the largest rate
 whose queueing keeps TTFT on target).
 A miss (nothing meets the targets) reports the requirement it fails instead.
+The steady-state search is the quick estimate; the cheapest deployments it finds are then
+simulated on their engine's scheduler and ranked on simulated p90 TTFT and TPOT
+(analysis/sizing_sim.py).
 """
 
 from __future__ import annotations
@@ -33,18 +38,20 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.analysis import sizing_report as report
+from perfmodel.analysis import sizing_sim
 from perfmodel.api import resolve
 from perfmodel.serving.batching import (capacity_bytes, concurrency_grid, curves, limits, used_bytes,
                                 weights_bytes)
 from perfmodel.core.catalog import load_model
 from perfmodel.core.cost import joules_per_token, usd_per_mtok
-from perfmodel.core.errors import PerfModelError
+from perfmodel.core.errors import OutOfRangeError, PerfModelError, require_finite
 from perfmodel.core.hardware import list_gpus, load_gpu
 from perfmodel.core.parallel import link_for, validate_deployment
 from perfmodel.core.profile import load_profile
 from perfmodel.serving.queueing import at_rate, goodput_rps, open_loop
 from perfmodel.core.roofline import resolve_compute
-from perfmodel.serving.curve import check_positive_int, check_slo
+from perfmodel.analysis.sizing_inputs import check_list, prices_by_gpu
+from perfmodel.serving.curve import as_float, check_positive_int, check_slo
 from perfmodel.core.specs import Deployment, HardwareSpec, ModelSpec
 from perfmodel.core.units import SECONDS_PER_HOUR
 
@@ -65,10 +72,11 @@ class SizedDeployment(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     gpu: str
-    count: int = Field(description="GPUs in total: replicas x tp x pp.")
+    count: int = Field(description="GPUs in total: replicas x tp x dp x pp.")
     tp: int
     pp: int
     ep: int
+    dp: int = Field(default=1, description="Attention data-parallel groups of tp GPUs.")
     replicas: int
     precision: str = Field(description="WEIGHTS[/KV] as given, e.g. fp8 or fp8/fp8.")
     engine: str
@@ -88,6 +96,10 @@ class SizedDeployment(BaseModel):
     joules_per_token: float | None
     binding: str = Field(description="memory, TTFT, TPOT or rate.")
     price_source: str | None
+    sim_ttft_p90_s: float | None = Field(default=None, description="Simulated p90 TTFT at the "
+                                         "rate (sizing_sim; None: not simulated).")
+    sim_tpot_p90_s: float | None = Field(default=None, description="Simulated p90 TPOT.")
+    sim_meets: bool | None = Field(default=None, description="Simulated p90s within both targets.")
     warnings: list[str]
 
 
@@ -116,6 +128,9 @@ class SizingResult(BaseModel):
     nearest_miss: SizedDeployment | None
     evaluated: int = Field(description="Replica shapes whose curve was computed.")
     assumptions: list[str]
+    warnings: list[str] = Field(default_factory=list,
+                                description="Candidates left out, e.g. results outside finite "
+                                            "arithmetic on an extreme hardware file.")
 
 
 @dataclass
@@ -142,10 +157,16 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
     check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, optional=False)
     number = (int, float, np.floating, np.integer)
     if isinstance(rate_rps, bool) or not isinstance(rate_rps, number) \
-            or not math.isfinite(float(rate_rps)) or rate_rps < 0:
+            or not math.isfinite(as_float(rate_rps)) or rate_rps < 0:
         raise PerfModelError(f"rate must be a finite number of requests/s >= 0, got {rate_rps!r}")
-    if not math.isfinite(float(rate_rps) * output * SECONDS_PER_HOUR):
+    if not math.isfinite(as_float(rate_rps) * as_float(output) * SECONDS_PER_HOUR):
         raise PerfModelError(f"rate {rate_rps!r} requests/s x {output} output tokens overflows")
+    check_list("gpus", gpus, (str, HardwareSpec))
+    check_list("precisions", precisions, (str,))
+    check_list("engines", engines, (str,))
+    check_list("counts", counts, (int, np.integer))
+    if prices is not None and not isinstance(prices, dict):
+        raise PerfModelError(f"prices must be a mapping of GPU id -> USD/hour, got {prices!r:.60}")
     if counts is not None:
         if not counts:
             raise PerfModelError("counts must be a non-empty list of positive integers")
@@ -165,22 +186,30 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
     engines = list(engines or DEFAULT_ENGINES)
     ctx = _Ctx(m, float(rate_rps) if rate_rps > 0 else RATE_EPS, prompt, output,
                float(ttft_slo_s), float(tpot_slo_s), max_gpus, counts,
-               _prices(prices, hws))
+               prices_by_gpu(prices, hws))
     found: list[SizedDeployment] = []
     misses: list[tuple[tuple, SizedDeployment]] = []
     evaluated = 0
+    skipped: list[str] = []
     for hw in hws:
         for prec in precisions:
             w, kv = _split_precision(prec)
             for eng in engines:
                 sc0, warnings, _ = resolve(m, hw, weights=w, kv=kv, engine=eng, profile=profile)
-                best, miss, n = _search_group(ctx, sc0, prec, warnings)
+                try:
+                    best, miss, n = _search_group(ctx, sc0, prec, warnings)
+                except OutOfRangeError as exc:
+                    skipped.append(f"{hw.id} {prec} {eng} left out: {exc}")
+                    continue
                 evaluated += n
                 if best is not None:
                     found.append(best)
                 elif miss is not None:
                     misses.append(miss)
     found.sort(key=_rank)
+    found = sizing_sim.verify(found[:limit], model=m, rate_rps=float(rate_rps), prompt=prompt,
+                              output=output, ttft_slo_s=ctx.ttft, tpot_slo_s=ctx.tpot,
+                              max_gpus=max_gpus, counts=counts, profile=profile)
     request = SizingRequest(model=m.id, rate_rps=float(rate_rps), prompt_tokens=prompt,
                             output_tokens=output, ttft_slo_s=ctx.ttft, tpot_slo_s=ctx.tpot,
                             gpus=[h.id for h in hws], precisions=precisions, engines=engines,
@@ -196,29 +225,12 @@ def size(model, *, rate_rps: float, prompt: int, output: int, ttft_slo_s: float,
         reason = report.infeasible_reason(ctx, nearest, hws, precisions)
     return SizingResult(request=request, deployments=found[:limit], infeasible_reason=reason,
                         nearest_miss=nearest, evaluated=evaluated,
-                        assumptions=report.assumptions(ENERGY_UTILIZATION))
+                        assumptions=report.assumptions(ENERGY_UTILIZATION), warnings=skipped)
 
 
 def _rank(d: SizedDeployment):
     """Cheapest $/hour first (unpriced last), then fewer GPUs, then more capacity."""
     return (d.usd_per_hour is None, d.usd_per_hour or 0.0, d.count, -d.output_tok_s_total)
-
-
-def _prices(prices: dict[str, float] | None, hws: list[HardwareSpec]) -> dict[str, float]:
-    out = {h.id: h.price.usd_per_hour for h in hws if h.price is not None}
-    prices = dict(prices or {})
-    if "*" in prices:   # one price for every GPU searched
-        every = prices.pop("*")
-        prices = {**{h.id: every for h in hws}, **prices}
-    for gid, usd in prices.items():
-        key = str(gid).strip().lower()
-        if key not in {h.id for h in hws}:
-            raise PerfModelError(f"--price for {gid!r}: not among the GPUs searched")
-        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not math.isfinite(usd) \
-                or usd <= 0:
-            raise PerfModelError(f"price for {gid!r} must be a positive number of USD/hour")
-        out[key] = float(usd)
-    return out
 
 
 def _split_precision(text: str) -> tuple[str, str | None]:
@@ -229,8 +241,9 @@ def _split_precision(text: str) -> tuple[str, str | None]:
     return parts[0], (parts[1] if len(parts) == 2 else None)
 
 
-def shapes(m: ModelSpec, max_gpus: int) -> list[tuple[int, int, int]]:
-    """(tp, pp, ep) replica shapes, fewest GPUs first."""
+def shapes(m: ModelSpec, max_gpus: int) -> list[tuple[int, int, int, int]]:
+    """(tp, pp, ep, dp) replica shapes, fewest GPUs first. MoE models also get attention
+    DP shapes (tp 1, dp = ep = 2, 4, 8 where ep divides the experts; pp 1)."""
     out = []
     for tp in (1, 2, 4, 8):
         if tp > min(MAX_TP, max_gpus) or m.num_heads % tp:
@@ -240,9 +253,12 @@ def shapes(m: ModelSpec, max_gpus: int) -> list[tuple[int, int, int]]:
             eps = [1]
             if m.moe is not None and tp > 1 and m.moe.num_experts % tp == 0:
                 eps.append(tp)
-            out += [(tp, pp, ep) for ep in eps]
+            out += [(tp, pp, ep, 1) for ep in eps]
             pp *= 2
-    return sorted(out, key=lambda s: (s[0] * s[1], s[1], s[0], s[2]))
+    if m.moe is not None:
+        out += [(1, 1, dp, dp) for dp in (2, 4, 8)
+                if dp <= min(MAX_TP, max_gpus) and m.moe.num_experts % dp == 0]
+    return sorted(out, key=lambda s: (s[0] * s[1] * s[3], s[1], s[3], s[0], s[2]))
 
 
 def _search_group(ctx: _Ctx, sc0, prec: str, warnings: list[str]):
@@ -258,14 +274,21 @@ def _search_group(ctx: _Ctx, sc0, prec: str, warnings: list[str]):
         warnings = list(warnings) + resolve_compute(sc0.hw, sc0.precision, sc0.engine)[1]
     except PerfModelError:
         return None, None, 0       # e.g. activations narrower than weights
-    groups: dict[tuple[int, int], list[int]] = {}
-    for tp, pp, ep in shapes(ctx.m, ctx.max_gpus):
-        groups.setdefault((tp, ep), []).append(pp)
+    # the engine's fixed costs alone miss a target: TPOT >= cpu_overhead_per_step_s and
+    # TTFT >= per_request_overhead_s for every shape, so one evaluated shape (for the nearest
+    # miss) is enough (bounds the work for a 1e-9 s target)
+    hopeless = (sc0.engine.cpu_overhead_per_step_s >= ctx.tpot
+                or sc0.engine.per_request_overhead_s >= ctx.ttft)
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for tp, pp, ep, dp in shapes(ctx.m, ctx.max_gpus):
+        groups.setdefault((tp, ep, dp), []).append(pp)
     evaluated = 0
-    for (tp, ep), pps in groups.items():
+    for (tp, ep, dp), pps in groups.items():
+        if hopeless and miss is not None:
+            break
         batch = []
         for pp in pps:
-            g = tp * pp
+            g = tp * dp * pp
             if best is not None and g > best.count:
                 continue
             reps = None
@@ -273,27 +296,35 @@ def _search_group(ctx: _Ctx, sc0, prec: str, warnings: list[str]):
                 reps = sorted(c // g for c in ctx.counts if c % g == 0)
                 if not reps:
                     continue
-            sc = replace(sc0, dep=Deployment(tp=tp, pp=pp, ep=ep))
+            sc = replace(sc0, dep=Deployment(tp=tp, pp=pp, ep=ep, dp=dp))
+            # per-GPU weights: an even split, except under attention DP (replicated attention)
+            w_gpu = full_weights / g if dp == 1 else weights_bytes(sc)
             try:
                 validate_deployment(sc.model, sc.dep)
                 if g > 1:
                     link_for(sc.hw, sc.dep)
             except PerfModelError:
                 continue   # e.g. no link in hardware_db for multi-GPU communication
-            lim = limits(sc, ctx.prompt, ctx.output, weights=full_weights / g)
-            base = dict(gpu=sc.hw.id, tp=tp, pp=pp, ep=ep, precision=prec,
+            lim = limits(sc, ctx.prompt, ctx.output, weights=w_gpu)
+            base = dict(gpu=sc.hw.id, tp=tp, pp=pp, ep=ep, dp=dp, precision=prec,
                         engine=sc.engine.id, warnings=warnings)
             r_max = ctx.max_gpus // g if reps is None else max(reps)
             if lim.limit == 0:
-                need = float(used_bytes(sc, 1.0, lim.context, full_weights / g))
-                cand = ((2, need / float(capacity_bytes(sc, 1.0, lim.context, full_weights / g))), _miss(ctx, sc, base, "memory", 0))
+                need = float(used_bytes(sc, 1.0, lim.context, w_gpu))
+                cand = ((2, need / float(capacity_bytes(sc, 1.0, lim.context, w_gpu))),
+                        _miss(ctx, sc, base, "memory", 0))
                 miss = cand if miss is None or cand[0] < miss[0] else miss
                 continue
-            batch.append((sc, lim, full_weights / g, reps, r_max, base))
+            batch.append((sc, lim, w_gpu, reps, r_max, base))
         if not batch:
             continue
-        cvs = curves([b[0] for b in batch], [concurrency_grid(b[1].limit) for b in batch],
-                     ctx.prompt, ctx.output, [b[1] for b in batch], weights=[b[2] for b in batch])
+        with np.errstate(all="ignore"):
+            cvs = curves([b[0] for b in batch], [concurrency_grid(b[1].limit) for b in batch],
+                         ctx.prompt, ctx.output, [b[1] for b in batch],
+                         weights=[b[2] for b in batch])
+        for cv in cvs:
+            require_finite(f"{sc0.model.id} on {sc0.hw.id}", positive=True, ttft_s=cv.ttft_s,
+                           tpot_s=cv.tpot_s, e2e_s=cv.e2e_s, rate_rps=cv.rate_rps)
         evaluated += len(batch)
         for (sc, lim, _, reps, r_max, base), cv in zip(batch, cvs):
             dep, cand = _evaluate(ctx, sc, lim, cv, base, reps, r_max)

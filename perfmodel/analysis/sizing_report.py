@@ -9,6 +9,7 @@ from perfmodel.core.units import GB, ms
 
 def describe(d) -> str:
     par = f"tp={d.tp}" + (f" pp={d.pp}" if d.pp > 1 else "") + (f" ep={d.ep}" if d.ep > 1 else "")
+    par += f" dp={d.dp}" if d.dp > 1 else ""
     return f"{d.count} x {d.gpu} ({par}), {d.precision}, {d.engine}"
 
 

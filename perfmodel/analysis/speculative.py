@@ -40,11 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from perfmodel.api import resolve
+from perfmodel.api import make_query, resolve
 from perfmodel.core.catalog import load_model
 from perfmodel.analysis.drafts import (METHODS, NGRAM_LOOKUP_S, NGRAM_LOOKUP_S_PER_SEQ,
                                        RESEARCH_STEP_OPS, RESEARCH_TREES, Drafter, build_drafter)
-from perfmodel.core.errors import PerfModelError
+from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.memory import MemoryEstimate, estimate_memory
 from perfmodel.core.parallel import validate_deployment
 from perfmodel.core.predict import Scenario, step
@@ -57,7 +57,9 @@ __all__ = ["METHODS", "Drafter", "build_drafter", "tokens_per_step", "acceptance
 
 DEFAULT_GAMMA = {"mtp": 1}       # DeepSeek-V3 trains one MTP module (one extra token)
 FALLBACK_GAMMA = 4               # the others: a common vLLM/TRT-LLM setting
-MAX_GAMMA = 64
+MAX_GAMMA = 64                   # assumption: no practical drafter proposes more per step
+MAX_TREE_TOKENS = 16 * MAX_GAMMA  # assumption: a token tree verifies at most 16 branches of
+                                 # MAX_GAMMA (EAGLE-2 and Medusa trees verify ~25-60 tokens)
 GAMMA_SEARCH = range(1, 9)       # optimal gamma is searched over 1..8
 BATCH_SEARCH_MAX = 4096          # break-even batch is searched over 1..4096
 
@@ -272,9 +274,9 @@ def estimate_specs(target: Scenario, method: str, *, batch: int, context: int,
     if gamma > MAX_GAMMA:
         raise PerfModelError(f"gamma {gamma} is beyond {MAX_GAMMA} draft tokens per step")
     verify_tokens = gamma + 1 if tree_tokens is None else _positive_int("tree_tokens", tree_tokens)
-    if verify_tokens < gamma + 1 or verify_tokens > 16 * MAX_GAMMA:
+    if verify_tokens < gamma + 1 or verify_tokens > MAX_TREE_TOKENS:
         raise PerfModelError(f"tree_tokens {verify_tokens} must lie in [gamma+1 = {gamma + 1}, "
-                             f"{16 * MAX_GAMMA}]")
+                             f"{MAX_TREE_TOKENS}]")
     alpha, tau = _finite("acceptance", acceptance), _finite("mean_accepted_tokens", mean_accepted_tokens)
     goal = _finite("target_speedup", target_speedup)
     if alpha is not None and tau is not None:
@@ -336,10 +338,8 @@ def estimate_specs(target: Scenario, method: str, *, batch: int, context: int,
                   baseline_tpot_s=t.baseline_s, decode_tok_s_per_user=tau / t.spec_step_s,
                   baseline_tok_s_per_user=1.0 / t.baseline_s, optimal_speedup=best_sp)
     values = {k: float(v) for k, v in values.items()}
-    bad = [k for k, v in values.items() if not np.isfinite(v)] + \
-          [f"batch_curve[{p.batch}]" for p in curve if not np.isfinite(p.speedup)]
-    if bad:  # a defect, not bad input: refuse to return it
-        raise ArithmeticError(f"non-finite result for {', '.join(bad)}")
+    require_finite("speculative decoding", **values,
+                   **{f"batch_curve[{p.batch}]": p.speedup for p in curve})
     warnings += list(verify_est.warnings)
     parts = {"verification": values["verify_step_s"], "drafting": values["draft_step_s"],
              "overhead": values["overhead_s"]}
@@ -385,11 +385,12 @@ def speculative_estimate(model, gpu, *, method: str, draft=None, gamma: int | No
                          target_speedup: float | None = None, attention: str | None = None,
                          profile=None, hardware_dir: str | None = None) -> SpeculativeEstimate:
     """By ids (as api.predict_request): model/draft are catalog ids, HF repos or config paths;
-    draft_weights sets the drafter's weight precision (default: the target's precision)."""
-    sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv,
-                                        activations=activations, engine=engine, tp=tp, pp=pp,
-                                        ep=ep, attention=attention, profile=profile,
-                                        hardware_dir=hardware_dir)
+    draft_weights sets the drafter's weight precision (default: the target's precision).
+    The ids, batch and context are validated once, as a Query (core/query.py)."""
+    q = make_query(model=model, gpu=gpu, weights=weights, kv=kv, activations=activations,
+                   engine=engine, tp=tp, pp=pp, ep=ep, attention=attention, profile=profile,
+                   hardware_dir=hardware_dir, batch=batch, context_tokens=context)
+    sc, warnings, assumptions = resolve(q)
     draft_spec = None if draft is None else (draft if isinstance(draft, ModelSpec) else load_model(draft))
     dprec = None
     if draft_weights is not None:
@@ -405,7 +406,7 @@ def speculative_estimate(model, gpu, *, method: str, draft=None, gamma: int | No
     elif gamma is None:
         assumptions = assumptions + [f"gamma {DEFAULT_GAMMA.get(method, FALLBACK_GAMMA)} "
                                      "draft tokens per step (default)"]
-    est = estimate_specs(sc, method, batch=batch, context=context, gamma=gamma,
+    est = estimate_specs(sc, method, batch=q.batch, context=q.context, gamma=gamma,
                          acceptance=acceptance, mean_accepted_tokens=mean_accepted_tokens,
                          draft=draft_spec, draft_precision=dprec, tree_tokens=tree_tokens,
                          target_speedup=target_speedup)

@@ -1,8 +1,8 @@
 """Vectorized sweeps: the cross product of lists, evaluated with numpy.
 
 Configurations that share (model, GPU, precision, engine, parallelism) form one group;
-within a group batch, prompt and output are numpy arrays evaluated in one call of the
-same step model `predict_request` uses, so a sweep and a single prediction agree exactly.
+within a group batch, prompt and output are numpy arrays evaluated in one vectorized
+api.evaluate call, so a sweep and a single prediction agree exactly.
 """
 
 from __future__ import annotations
@@ -12,14 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.api import resolve
+from perfmodel.api import evaluate, make_query
 from perfmodel.core.errors import PerfModelError
-from perfmodel.serving.batching import capacity_bytes, used_bytes
-from perfmodel.core.memory import weight_bytes_by_group
-from perfmodel.core.predict import request_times
 
 METRICS = ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s_per_user", "output_tok_s_total",
-           "prefill_s", "mbu", "mfu")
+           "decode_tok_s_total", "prefill_s", "mbu", "mfu")
 
 
 @dataclass(frozen=True)
@@ -59,27 +56,23 @@ def sweep_arrays(spec: SweepSpec, *, profile=None, hardware_dir: str | None = No
     for model, gpu, w, kv, eng, tp in itertools.product(spec.models, spec.gpus, spec.weights,
                                                         spec.kvs, spec.engines, spec.tps):
         try:
-            sc, _, _ = resolve(model, gpu, weights=w, kv=kv, engine=eng, tp=tp, profile=profile,
-                               hardware_dir=hardware_dir)
-            ok = (pr + out) <= sc.model.max_context
-            rt = request_times(sc, b, pr, out)
+            q = make_query(model=model, gpu=gpu, weights=w, kv=kv, engine=eng, tp=tp,
+                           profile=profile, hardware_dir=hardware_dir)
+            ev = evaluate(q, batch=b, prompt_tokens=pr, output_tokens=out)
         except PerfModelError:
             if not skip_invalid:
                 raise
             continue
         n = b.size
-        weights = sum(weight_bytes_by_group(sc.model, sc.precision, sc.dep).values())
-        fits = (used_bytes(sc, b, pr + out, weights)
-                <= capacity_bytes(sc, b, pr + out, weights)) & ok
-        for key, val in (("model", sc.model.id), ("gpu", sc.hw.id), ("weights", w), ("kv", kv),
+        for key, val in (("model", ev.model), ("gpu", ev.gpu), ("weights", w), ("kv", kv),
                          ("engine", eng), ("tp", tp)):
             cols[key].append(np.full(n, val, dtype=object))
         cols["batch"].append(b)
         cols["prompt"].append(pr)
         cols["output"].append(out)
-        cols["fits"].append(fits)
+        cols["fits"].append(np.asarray(ev.fits, dtype=bool))
         for k in METRICS:
-            cols[k].append(np.broadcast_to(np.asarray(getattr(rt, k), dtype=float), (n,)))
+            cols[k].append(getattr(ev, k))
     if not cols["batch"]:
         raise PerfModelError("no valid configuration in the sweep")
     return {k: np.concatenate(v) for k, v in cols.items()}

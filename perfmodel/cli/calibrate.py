@@ -47,7 +47,7 @@ def _add_fit_args(p) -> None:
     p.add_argument("--profile-out", "--out", dest="profile_out", default=None, metavar="PATH",
                    help="profile YAML to write (default calibrate/profiles/<gpu id>.yaml)")
     p.add_argument("--base", default=None, metavar="PROFILE",
-                   help="profile of the same card whose link fit (efficiency.link, link_latency_s) "
+                   help="profile of the same card whose link fit (efficiency.link_fraction, link_latency_s) "
                         "is carried over, e.g. calibrate/profiles/h200-sxm-x2-link.yaml")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 

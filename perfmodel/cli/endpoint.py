@@ -147,6 +147,10 @@ def print_run(result: BenchmarkRun) -> None:
             pr = lv.prediction
             rows[-1].update({"pred_ttft_ms": ms(pr.ttft_s), "pred_tpot_ms": ms(pr.tpot_s),
                              "pred_e2e_ms": ms(pr.e2e_s), "pred_tok_s": pr.output_tok_s_total})
+            sim = pr.simulated
+            rows[-1].update({"sim_ttft_p50_ms": _ms(sim.get("ttft_p50_s")),
+                             "sim_tpot_p50_ms": _ms(sim.get("tpot_p50_s")),
+                             "sim_tok_s": sim.get("output_tok_s_total", "-")})
     print_table(rows)
     knee = result.knee
     print(f"knee: {knee.concurrency if knee.concurrency is not None else 'not reached'} ({knee.reason})")

@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 from perfmodel import api
-from perfmodel.cli.common import positive_int, print_json, print_table
+from perfmodel.cli.common import add_query_args, positive_int, print_json, print_table
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.units import GB, fmt_bytes
 
 
+TARGET_FIELDS = ("model", "gpu", "weights", "kv", "engine", "tp", "pp", "hardware_dir")
+
+
 def add_target_args(p, *, engine_default: str = "vllm") -> None:
-    """--model, --gpu, precisions, engine, parallelism, hardware dir (shared by commands)."""
-    p.add_argument("--model", required=True, help="catalog id, HF repo id, or path to config.json")
-    p.add_argument("--gpu", required=True, help="hardware_db id (see `perfmodel gpus`) or a YAML path")
-    p.add_argument("--weights", default="bf16", help="fp32, bf16, fp16, fp8, int8, int4[-gN], fp4")
-    p.add_argument("--kv", default=None, help="KV-cache precision (default bf16)")
-    p.add_argument("--engine", default=engine_default, choices=sorted(ENGINES))
-    p.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel GPUs")
-    p.add_argument("--pp", type=positive_int, default=1, help="pipeline stages")
-    p.add_argument("--hardware-dir", default=None, help="extra folder of hardware YAML files")
+    """--model, --gpu, precisions, engine, parallelism, hardware dir (shared by commands),
+    generated from the Query's fields."""
+    add_query_args(p, TARGET_FIELDS, required=("model", "gpu"),
+                   defaults={"engine": engine_default}, choices={"engine": sorted(ENGINES)})
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def register(sub) -> None:
     p = sub.add_parser("memory", help="weights, KV cache, activations, fits, max batch/context")
     add_target_args(p)
+    add_query_args(p, ("ep", "dp"))
     p.add_argument("--batch", type=positive_int, required=True)
     p.add_argument("--context", type=positive_int, required=True, help="tokens held per sequence")
     p.set_defaults(func=run)
@@ -31,7 +30,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     est = api.memory(args.model, args.gpu, weights=args.weights, kv=args.kv, batch=args.batch,
-                     context=args.context, tp=args.tp, pp=args.pp, engine=args.engine,
+                     context=args.context, tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp,
+                     engine=args.engine,
                      hardware_dir=args.hardware_dir)
     if args.json:
         print_json(est)

@@ -3,41 +3,27 @@
 from __future__ import annotations
 
 from perfmodel import api
-from perfmodel.cli.common import nonneg_int, positive_int, print_json, print_table
-from perfmodel.cli.memory import add_target_args
+from perfmodel.cli.common import (add_query_args, print_json, print_notes, print_table,
+                                  query_from_args)
+from perfmodel.cli.memory import TARGET_FIELDS, add_target_args
 from perfmodel.core.profile import load_profile
 from perfmodel.core.units import GB, ms
 from perfmodel.analysis.validation.intervals import request_intervals
 
 
+WORKLOAD_FIELDS = ("activations", "batch", "prompt_tokens", "output_tokens", "context_tokens",
+                   "new_tokens", "attention", "ep", "dp", "profile")
+
+
 def register(sub) -> None:
     p = sub.add_parser("predict", help="request latency and throughput of one configuration")
     add_target_args(p)
-    p.add_argument("--activations", default=None, help="matmul input precision (default from weights)")
-    p.add_argument("--batch", type=positive_int, required=True)
-    p.add_argument("--prompt", type=positive_int, required=True, help="input tokens")
-    p.add_argument("--output", type=positive_int, required=True, help="generated tokens")
-    p.add_argument("--context", type=nonneg_int, default=None,
-                   help="KV length of the reported decode step (default: prompt)")
-    p.add_argument("--new-tokens", type=positive_int, default=1,
-                   help="tokens per sequence in the reported step (speculative verification)")
-    p.add_argument("--attention", choices=["naive", "flash", "paged"], default=None,
-                   help="override the engine's attention kernel")
-    p.add_argument("--ep", type=positive_int, default=1,
-                   help="expert-parallel degree (over the tp x dp GPUs)")
-    p.add_argument("--dp", type=positive_int, default=1,
-                   help="attention data-parallel groups of tp GPUs (SGLang --enable-dp-attention)")
-    p.add_argument("--profile", default=None, help="calibrated profile YAML")
+    add_query_args(p, WORKLOAD_FIELDS, required=("batch", "prompt_tokens", "output_tokens"))
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    r = api.predict_request(args.model, args.gpu, weights=args.weights, kv=args.kv,
-                            activations=args.activations, engine=args.engine, batch=args.batch,
-                            prompt=args.prompt, output=args.output, context=args.context,
-                            new_tokens=args.new_tokens, tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp,
-                            attention=args.attention, profile=args.profile,
-                            hardware_dir=args.hardware_dir)
+    r = api.request_estimate(api.evaluate(query_from_args(args, TARGET_FIELDS + WORKLOAD_FIELDS)))
     calibrated = args.profile is not None and load_profile(args.profile).gpu == r.gpu
     intervals = request_intervals(r.model_dump(), r.engine, calibrated)
     if args.json:
@@ -55,7 +41,8 @@ def run(args) -> int:
         {"metric": "E2E", "value": r.e2e_s, "unit": "s"},
         {"metric": "decode step @context", "value": ms(r.decode_step_s), "unit": "ms"},
         {"metric": "decode per user", "value": r.decode_tok_s_per_user, "unit": "tok/s"},
-        {"metric": "output total", "value": r.output_tok_s_total, "unit": "tok/s"},
+        {"metric": "output total (B*O/E2E)", "value": r.output_tok_s_total, "unit": "tok/s"},
+        {"metric": "decode total (B/TPOT)", "value": r.decode_tok_s_total, "unit": "tok/s"},
         {"metric": "MBU", "value": r.mbu, "unit": ""},
         {"metric": "MFU", "value": r.mfu, "unit": ""},
         {"metric": "memory per GPU", "value": r.memory.total_bytes / GB, "unit": "GB"},
@@ -68,8 +55,5 @@ def run(args) -> int:
         print(f"{100 * intervals['level']:.0f}% range (validation residuals): TTFT "
               f"{ms(ttft['lo']):.3g}-{ms(ttft['hi']):.3g} ms, TPOT "
               f"{ms(tpot['lo']):.3g}-{ms(tpot['hi']):.3g} ms")
-    for w in r.warnings:
-        print(f"warning: {w}")
-    for a in r.assumptions:
-        print(f"assumed: {a}")
+    print_notes(r)
     return 0

@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import math
 
 from perfmodel.analysis import sizing, sizing_disagg
-from perfmodel.cli.common import (int_list, positive_float, positive_int, print_json, print_table,
-                                  str_list)
+from perfmodel.cli.common import (add_query_args, int_list, nonneg_float, positive_float,
+                                  positive_int, print_json, print_table, str_list)
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.units import ms
-
-
-def nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
-    return v
 
 
 def price_pair(text: str) -> dict[str, float]:
@@ -41,12 +30,9 @@ def register(sub) -> None:
                        "targets")
     p.add_argument("--model", required=True, help="catalog id, HF repo id, or path to config.json")
     p.add_argument("--rate", type=nonneg_float, required=True, help="requests per second")
-    p.add_argument("--prompt", type=positive_int, required=True, help="input tokens per request")
-    p.add_argument("--output", type=positive_int, required=True, help="output tokens per request")
-    p.add_argument("--ttft-slo", type=positive_float, required=True,
-                   help="mean TTFT target, seconds")
-    p.add_argument("--tpot-slo", type=positive_float, required=True,
-                   help="mean TPOT target, seconds")
+    add_query_args(p, ("prompt_tokens", "output_tokens", "ttft_slo_s", "tpot_slo_s"),
+                   required=("prompt_tokens", "output_tokens", "ttft_slo_s", "tpot_slo_s"),
+                   help_suffix={"ttft_slo_s": " Mean TTFT.", "tpot_slo_s": " Mean TPOT."})
     p.add_argument("--gpus", type=str_list, default=None, help="GPU ids (default: every GPU)")
     p.add_argument("--precisions", type=str_list, default=None,
                    help="WEIGHTS or WEIGHTS/KV, comma-separated (default: bf16,fp8,int4,fp4)")
@@ -70,8 +56,9 @@ def run(args) -> int:
     prices: dict[str, float] = {}
     for d in args.price or []:
         prices.update(d)
-    r = sizing.size(args.model, rate_rps=args.rate, prompt=args.prompt, output=args.output,
-                    ttft_slo_s=args.ttft_slo, tpot_slo_s=args.tpot_slo, gpus=args.gpus,
+    r = sizing.size(args.model, rate_rps=args.rate, prompt=args.prompt_tokens,
+                    output=args.output_tokens, ttft_slo_s=args.ttft_slo_s,
+                    tpot_slo_s=args.tpot_slo_s, gpus=args.gpus,
                     precisions=args.precisions, engines=args.engines, max_gpus=args.max_gpus,
                     counts=args.counts, prices=prices, limit=args.limit, profile=args.profile,
                     hardware_dir=args.hardware_dir)
@@ -91,6 +78,8 @@ def run(args) -> int:
         print_table([_row(r.nearest_miss)])
     for a in r.assumptions:
         print(f"assumed: {a}")
+    for w in r.warnings:
+        print(f"warning: {w}")
     if dis is not None:
         _print_disagg(dis)
     return 0
@@ -102,8 +91,8 @@ def _disagg(args):
     prec = (args.precisions or ["bf16"])[0]
     weights, _, kv = prec.partition("/")
     return sizing_disagg.size_disagg(
-        args.model, args.gpus[0], rate_rps=args.rate, prompt=args.prompt, output=args.output,
-        ttft_slo_s=args.ttft_slo, tpot_slo_s=args.tpot_slo, weights=weights, kv=kv or None,
+        args.model, args.gpus[0], rate_rps=args.rate, prompt=args.prompt_tokens,
+        output=args.output_tokens, ttft_slo_s=args.ttft_slo_s, tpot_slo_s=args.tpot_slo_s, weights=weights, kv=kv or None,
         engine=(args.engines or ["vllm"])[0], max_gpus=max(args.max_gpus, 2),
         hardware_dir=args.hardware_dir)
 
@@ -127,8 +116,10 @@ def _row(d) -> dict:
     def opt(x, f=lambda v: v):
         return "-" if x is None else f(x)
     return {"gpu": d.gpu, "n": d.count, "tp": d.tp, "pp": d.pp, "ep": d.ep,
-            "precision": d.precision, "engine": d.engine, "conc": d.concurrency,
+            "dp": d.dp, "precision": d.precision, "engine": d.engine, "conc": d.concurrency,
             "repl": d.replicas, "TTFT ms": opt(d.ttft_s, ms), "TPOT ms": opt(d.tpot_s, ms),
             "out tok/s": d.output_tok_s_total, "headroom": opt(d.headroom),
             "$/h": opt(d.usd_per_hour), "$/Mtok": opt(d.usd_per_mtok),
-            "J/tok": opt(d.joules_per_token), "binding": d.binding}
+            "J/tok": opt(d.joules_per_token), "binding": d.binding,
+            "sim TTFT p90 ms": opt(d.sim_ttft_p90_s, ms), "sim TPOT p90 ms": opt(d.sim_tpot_p90_s, ms),
+            "sim ok": opt(d.sim_meets)}

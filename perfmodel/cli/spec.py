@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from perfmodel.cli.common import nonneg_int, positive_float, positive_int, print_json, print_table
+from perfmodel.cli.common import (nonneg_int, positive_float, positive_int, print_json,
+                                  print_notes, print_table)
 from perfmodel.cli.memory import add_target_args
 from perfmodel.analysis.drafts import METHODS
 from perfmodel.analysis.speculative import speculative_estimate
@@ -83,8 +84,5 @@ def run(args) -> int:
         need = ("none" if r.required_acceptance is None else
                 f"alpha {r.required_acceptance:.3f} (tau {r.required_tokens_per_step:.2f})")
         print(f"for {r.target_speedup:g}x: {need} - {r.required_note}")
-    for w in r.warnings:
-        print(f"warning: {w}")
-    for a in r.assumptions:
-        print(f"assumed: {a}")
+    print_notes(r)
     return 0

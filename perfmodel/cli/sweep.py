@@ -19,8 +19,12 @@ def register(sub) -> None:
     p.add_argument("--kv", type=str_list, default=["bf16"])
     p.add_argument("--engine", type=str_list, default=["vllm"])
     p.add_argument("--batch", type=int_list, default=[1])
-    p.add_argument("--prompt", type=int_list, default=[512])
-    p.add_argument("--output", type=int_list, default=[128])
+    p.add_argument("--prompt-tokens", "--prompt", dest="prompt", type=int_list, default=[512],
+                   help="input tokens per request, comma-separated (--prompt: old spelling, "
+                        "kept for one release)")
+    p.add_argument("--output-tokens", "--output", dest="output", type=int_list, default=[128],
+                   help="generated tokens per request, comma-separated (--output: old "
+                        "spelling, kept for one release)")
     p.add_argument("--tp", type=int_list, default=[1])
     p.add_argument("--profile", default=None)
     p.add_argument("--hardware-dir", default=None)

@@ -9,6 +9,7 @@ from perfmodel.core.errors import PerfModelError
 from perfmodel.analysis.validation.run import ROOT, fit_intervals, validate
 from perfmodel.analysis.validation import intervals as iv
 from perfmodel.analysis.validation.report import pct, write_docs
+from perfmodel.analysis.validation.serving_predict import docs_predictor
 
 
 def register(sub) -> None:
@@ -28,8 +29,9 @@ def register(sub) -> None:
                         "when --data is not given, else none)")
     p.add_argument("--no-serving", action="store_true", help="skip the serving points")
     p.add_argument("--serving-predictor", default=None, metavar="NAME",
-                   help="serving predictor: steady (serve_curve) or sim (the step simulator, "
-                        "when present; the default then)")
+                   help="serving predictor: steady (steady-state serve_curve, a quick estimate: "
+                        "the default) or sim (the step-level simulator, minutes over the whole "
+                        "file; the default with --write-docs)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--fit-intervals", action="store_true",
                    help="refit the interval factors and rewrite perfmodel/analysis/validation/intervals.yaml")
@@ -40,7 +42,10 @@ def register(sub) -> None:
 
 def run(args) -> int:
     serving = [] if args.no_serving else args.serving_data
-    rep = validate(args.data, args.profile, serving, args.serving_predictor, strict=args.strict)
+    predictor = args.serving_predictor
+    if predictor is None and args.write_docs:
+        predictor = docs_predictor()
+    rep = validate(args.data, args.profile, serving, predictor, strict=args.strict)
     table = None
     if args.fit_intervals:
         table = fit_intervals(rep)

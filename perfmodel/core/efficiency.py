@@ -59,12 +59,12 @@ def default_efficiency(hw: HardwareSpec) -> Efficiency:
     """Mid-range defaults for this chip's vendor and memory type (see module docstring)."""
     mem_factor, gemm_max, half_m, attn, kernel_s, link = VENDOR[hw.vendor]
     return Efficiency(
-        mem_bw=MEM_BW_BY_MEMORY[hw.memory_type] * mem_factor,
+        mem_bw_fraction=MEM_BW_BY_MEMORY[hw.memory_type] * mem_factor,
         gemm_max=gemm_max,
         gemm_half_m=half_m,
         attn_compute=attn,
         attn_mem=0.85,
         kernel_s=kernel_s,
-        link=link,
+        link_fraction=link,
         source=f"defaults for vendor={hw.vendor}, memory={hw.memory_type} (perfmodel/core/efficiency.py)",
     )

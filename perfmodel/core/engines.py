@@ -83,6 +83,15 @@ TRTLLM_SCHEDULER = SchedulerSpec(
     source="tensorrt_llm/bench/build/tuning.py finetune_setting (4096 / pp sequences, "
            "max_num_tokens <= 32768); capacity scheduler policy GUARANTEED_NO_EVICT "
            "(the default of executor SchedulerConfig)")
+# TensorRT-LLM online server (trtllm-serve, the LLM API): max_num_tokens 8192 and max_batch_size
+# 2048 unless set (BuildConfig defaults, tensorrt_llm/builder.py; AIConfigurator uses the same
+# 8192, TRTLLM_DEFAULT_MAX_NUM_TOKENS in sdk/backends/trtllm_backend.py). The offline
+# trtllm-bench tunes larger limits (TRTLLM_SCHEDULER above). Assumption: prompts longer than
+# max_num_tokens are chunked (enable_chunked_prefill), as a deployment serving them must.
+TRTLLM_SERVER_SCHEDULER = TRTLLM_SCHEDULER.model_copy(update=dict(
+    max_num_seqs=2048, max_num_batched_tokens=8192, seqs_divided_by_pp=False,
+    source="trtllm-serve / LLM API BuildConfig defaults (max_num_tokens 8192, max_batch_size "
+           "2048); capacity scheduler policy GUARANTEED_NO_EVICT"))
 LLAMA_CPP_SCHEDULER = SchedulerSpec(
     max_num_batched_tokens=2048, chunked_prefill=True, mixed_prefill=True,
     source="llama.cpp common.h (n_batch 2048)")
@@ -147,7 +156,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         kv_block_tokens=64,
         kv_prealloc="request", quant_kernel_efficiency=0.9, fused_elementwise=True,
         source="TensorRT-LLM perf-overview and kv-cache docs (fraction 0.9, tokens_per_block 64)",
-        scheduler=TRTLLM_SCHEDULER, **_COMMON),
+        scheduler=TRTLLM_SCHEDULER, server_scheduler=TRTLLM_SERVER_SCHEDULER, **_COMMON),
     EngineProfile(
         id="llama-cpp", name="llama.cpp server (GGUF, CUDA graphs)",
         kernels_per_layer=15, launch_s=0.0, graph_launch_s=50e-6,

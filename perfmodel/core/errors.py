@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 
+import numpy as np
+
 
 class PerfModelError(ValueError):
     """Bad input: an unknown id, a malformed file, an impossible configuration."""
@@ -49,3 +51,30 @@ def pydantic_message(exc: Exception) -> str:
         except Exception:  # noqa: BLE001 - fall back to the plain text
             pass
     return str(exc).splitlines()[0]
+
+
+class OutOfRangeError(PerfModelError):
+    """Inputs each within their own bounds whose combination leaves finite arithmetic (a
+    bandwidth of 1e-300 B/s, a 1e300 FLOP/s peak, a 1e15-token context): a result that is
+    NaN, inf or a zero rate is reported as this error, never returned or printed."""
+
+
+def require_finite(what: str, *, positive: bool = False, **values) -> None:
+    """Raise OutOfRangeError (a PerfModelError, exit 2 from the CLI) naming every value
+    (scalar or array; None skipped) that is not finite, or with positive=True not > 0.
+
+    The one finiteness guard of the results: a NaN or infinity is refused, never printed.
+    Schema-valid but extreme inputs reach it (a GPU YAML with a 1e-300 B/s bandwidth), so
+    it is a user-facing error rather than an ArithmeticError."""
+    bad = []
+    for k, v in values.items():
+        if v is None:
+            continue
+        a = np.asarray(v, dtype=float)
+        ok = np.isfinite(a) & (a > 0) if positive else np.isfinite(a)
+        if not np.all(ok):
+            bad.append(k)
+    if bad:
+        kind = "positive and finite" if positive else "finite"
+        raise OutOfRangeError(f"{what}: {', '.join(bad[:4])} not {kind}: an input (a rate, size "
+                              "or length in a file or argument) is outside the model's range")

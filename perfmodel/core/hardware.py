@@ -17,10 +17,9 @@ import os
 import time
 from pathlib import Path
 
-from pydantic import ValidationError
 
-from perfmodel.core.files import parse_text, read_text
-from perfmodel.core.errors import PerfModelError, SpecFileError, UnknownIdError, pydantic_message
+from perfmodel.core.files import parse_text, read_text, validate_spec
+from perfmodel.core.errors import PerfModelError, SpecFileError, UnknownIdError
 from perfmodel.core.specs import HardwareSpec, PriceSpec
 
 ENV_VAR = "PERFMODEL_HARDWARE_DIR"
@@ -90,10 +89,7 @@ def _parse(resolved: str, mtime_ns: int, size: int) -> HardwareSpec:
     p = Path(resolved)
     where = _display(p)
     data = parse_text(read_text(p, what="hardware file"), where=where, fmt="yaml")
-    try:
-        return HardwareSpec.model_validate(data)
-    except ValidationError as exc:
-        raise SpecFileError(f"{where}: {pydantic_message(exc)}") from None
+    return validate_spec(data, HardwareSpec, where=where)
 
 
 def _display(p: Path) -> str:
@@ -112,9 +108,26 @@ def _index(hardware_dir: str | Path | None) -> dict[str, HardwareSpec]:
     """id -> spec over all directories; the first directory holding an id wins.
 
     Two files with the same id in one directory are an error (which one would win?).
+    Cached on every file's (path, mtime, size), so a look-up costs one directory scan.
     """
+    dirs = hardware_dirs(hardware_dir)
+    return dict(_index_cached(tuple((str(d), _signature(d)) for d in dirs)))
+
+
+def _signature(directory: Path) -> tuple:
+    try:
+        with os.scandir(directory) as it:
+            return tuple(sorted((e.name, e.stat().st_mtime_ns, e.stat().st_size) for e in it
+                                if e.name.lower().endswith(SUFFIXES)))
+    except OSError as exc:
+        raise PerfModelError(f"hardware directory {str(directory)!r}: {exc.strerror or exc}") \
+            from None
+
+
+@functools.lru_cache(maxsize=64)
+def _index_cached(signature: tuple) -> tuple[tuple[str, HardwareSpec], ...]:
     index: dict[str, HardwareSpec] = {}
-    for directory in hardware_dirs(hardware_dir):
+    for directory in (Path(d) for d, _ in signature):
         seen_here: dict[str, Path] = {}
         for f in _files(directory):
             spec = load_gpu_file(f)
@@ -124,7 +137,7 @@ def _index(hardware_dir: str | Path | None) -> dict[str, HardwareSpec]:
                                     f"{_display(seen_here[key])}")
             seen_here[key] = f
             index.setdefault(key, spec)
-    return index
+    return tuple(index.items())
 
 
 def price_overrides() -> dict[str, float]:

@@ -22,22 +22,27 @@ import numpy as np
 from perfmodel.core.params import attention_matrices, ffn_matrices
 from perfmodel.core.specs import ModelSpec, Precision
 
+FloatArray = float | np.ndarray
+"""A float, or a numpy array of floats broadcast over B, T and S given as arrays."""
+
 OpKind = Literal["gemm", "attention", "elementwise", "embedding", "sampling", "comm"]
 ACT_BYTES = 2.0          # activations between kernels are 16-bit (bf16/fp16)
 LOGIT_BYTES = 4.0        # logits are upcast to fp32 for sampling
 HIGH_PRECISION_BYTES = 2.0  # embeddings, norms, routers and lm_head stay 16-bit when weights are quantized
+GLU_FLOPS_PER_OUTPUT = 4.0  # assumption: SiLU(gate) * up per output element = exp, add, divide, multiply
+SAMPLING_FLOPS_PER_LOGIT = 5.0  # assumption: softmax (max, subtract, exp, sum, divide) per logit
 
 
 @dataclass(frozen=True)
 class OpCost:
     """Work of one op: FLOPs and bytes moved through device memory. Adds and scales."""
 
-    flops: object = 0.0
-    weight_bytes: object = 0.0
-    act_bytes: object = 0.0
-    kv_read_bytes: object = 0.0
-    kv_write_bytes: object = 0.0
-    kernels: object = 0.0
+    flops: FloatArray = 0.0
+    weight_bytes: FloatArray = 0.0
+    act_bytes: FloatArray = 0.0
+    kv_read_bytes: FloatArray = 0.0
+    kv_write_bytes: FloatArray = 0.0
+    kernels: FloatArray = 0.0
 
     def __add__(self, other: "OpCost") -> "OpCost":
         return OpCost(*(getattr(self, f) + getattr(other, f) for f in _FIELDS))
@@ -62,18 +67,22 @@ class Op:
     name: str
     kind: OpKind
     cost: OpCost
-    rows: object = 1.0            # M: token rows of the matmul (sets GEMM efficiency)
+    rows: FloatArray = 1.0            # M: token rows of the matmul (sets GEMM efficiency)
     quantized: bool = False       # weights stored below 16 bits (weight-only kernels)
-    weight_elements: object = 0.0  # elements read (for dequantization cost)
+    weight_elements: FloatArray = 0.0  # elements read (for dequantization cost)
     per_layer: bool = True        # occurs in every layer (TP/PP shard it)
     window: int | None = field(default=None)
+    group: str = ""               # weight group (core/params.py): selects a module's format
 
 
 def weight_bpe(m: ModelSpec, p: Precision, group: str) -> float:
-    """Bytes per weight element: matmul weights at the chosen precision; embeddings,
-    norms and routers at 16 bits unless weights are fp32 (the usual GPTQ/AWQ/FP8 recipe)."""
+    """Bytes per weight element: matmul weights at their module's precision; embeddings,
+    norms and routers at 16 bits unless weights are fp32 (the usual GPTQ/AWQ/FP8 recipe)
+    or the embedding module names its own format."""
     if group in ("attention", "mlp", "experts", "shared_experts"):
-        return p.weights.bytes_per_element
+        return p.for_group(group).weights.bytes_per_element
+    if group in ("embedding", "lm_head") and p.module("embedding") is not None:
+        return p.for_group(group).weights.bytes_per_element
     return max(HIGH_PRECISION_BYTES, p.weights.bytes_per_element if p.weights.bits > 16 else 0.0)
 
 
@@ -158,6 +167,11 @@ def _rotary(m: ModelSpec, M) -> Op:
                      kernels=float(m.num_layers)), rows=M)
 
 
+def _quantized(p: Precision, group: str) -> bool:
+    """Weights of this group stored below 16 bits (routers and norms stay 16-bit)."""
+    return group not in ("router", "norm") and p.for_group(group).weights.bits < 16
+
+
 def _mla_norms_rotary(m: ModelSpec, M) -> Op:
     """MLA's extra elementwise kernels per layer (DeepSeek-V3 modeling code, MLA forward):
     RMSNorm of the q latent (when q is low-rank) and of the kv latent, and rotary on the
@@ -184,8 +198,8 @@ def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
                                 weight_bytes=elems * bpe * np.ones_like(M),
                                 act_bytes=M * (mat.d_in + mat.d_out) * ACT_BYTES * mat.count,
                                 kernels=float(mat.count)),
-                         rows=M, quantized=p.weights.bits < 16 and mat.group != "router",
-                         weight_elements=elems * np.ones_like(M)))
+                         rows=M, quantized=_quantized(p, mat.group),
+                         weight_elements=elems * np.ones_like(M), group=mat.group))
     return result
 
 
@@ -335,13 +349,15 @@ def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
                                 * ACT_BYTES * n,
                                 kernels=3.0 * n),
                          rows=routed_rows / np.maximum(touched, 1.0),
-                         quantized=p.weights.bits < 16, weight_elements=touched * expert_elems * n))
+                         quantized=_quantized(p, "experts"),
+                         weight_elements=touched * expert_elems * n, group="experts"))
         result += _routing(m, M)
         act_width = e.expert_ffn_dim * e.experts_per_token * 2
     if act_width:
         result.append(Op("mlp_activation", "elementwise",
-                         OpCost(flops=4.0 * M * act_width / 2 * m.num_layers,
-                                act_bytes=1.5 * M * act_width * ACT_BYTES * m.num_layers,
+                         OpCost(flops=GLU_FLOPS_PER_OUTPUT * M * (act_width / 2) * m.num_layers,
+                                # reads gate and up (act_width), writes their product (act_width / 2)
+                                act_bytes=M * (act_width + act_width / 2) * ACT_BYTES * m.num_layers,
                                 kernels=float(m.num_layers)), rows=M))
     return result
 
@@ -377,9 +393,11 @@ def _lm_head(m: ModelSpec, p: Precision, B, rows) -> list[Op]:
         Op("lm_head", "gemm",
            OpCost(flops=2.0 * rows * D * V, weight_bytes=D * V * bpe * np.ones_like(rows),
                   act_bytes=rows * (D * ACT_BYTES + V * LOGIT_BYTES), kernels=1.0),
-           rows=rows, per_layer=False),
+           rows=rows, per_layer=False, group="lm_head",
+           quantized=p.module("embedding") is not None and _quantized(p, "lm_head")),
         Op("sampling", "sampling",
-           OpCost(flops=5.0 * rows * V, act_bytes=2 * rows * V * LOGIT_BYTES, kernels=4.0),
+           OpCost(flops=SAMPLING_FLOPS_PER_LOGIT * rows * V, act_bytes=2 * rows * V * LOGIT_BYTES,
+                  kernels=4.0),
            rows=rows, per_layer=False),
     ]
 

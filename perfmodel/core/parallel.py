@@ -143,7 +143,7 @@ def allreduce_s(nbytes, p: int, link: LinkSpec, eff: Efficiency):
     schedules take 2 hops, which the 2 x H200 measurement fits: calibrate/NCCL_NOTES.md)."""
     if p <= 1:
         return 0.0 * nbytes
-    bw = link.bandwidth_bytes_per_s * eff.link
+    bw = link.bandwidth_bytes_per_s * eff.link_fraction
     return 2 * (p - 1) / p * nbytes / bw + allreduce_hops(p) * link.latency_s
 
 
@@ -174,8 +174,8 @@ def group_allreduce_s(nbytes, p: int, hw: HardwareSpec, dep: Deployment, eff: Ef
     inter = _inter_link(hw, g, f"an all-reduce over {p} GPUs")
     n = math.ceil(p / g)
     intra_hops, inter_hops = hierarchical_hops(p, g)
-    return (2 * (g - 1) / g * nbytes / (intra.bandwidth_bytes_per_s * eff.link)
-            + 2 * (n - 1) / n * nbytes / g / (inter.bandwidth_bytes_per_s * eff.link)
+    return (2 * (g - 1) / g * nbytes / (intra.bandwidth_bytes_per_s * eff.link_fraction)
+            + 2 * (n - 1) / n * nbytes / g / (inter.bandwidth_bytes_per_s * eff.link_fraction)
             + intra_hops * intra.latency_s + inter_hops * inter.latency_s)
 
 
@@ -192,11 +192,11 @@ def alltoall_s(nbytes, p: int, hw: HardwareSpec, dep: Deployment, eff: Efficienc
         return 0.0 * nbytes
     g = min(domain_gpus(hw, dep), p)
     intra = hw.intra_node_link
-    t = (g - 1) / p * nbytes / (intra.bandwidth_bytes_per_s * eff.link)
+    t = (g - 1) / p * nbytes / (intra.bandwidth_bytes_per_s * eff.link_fraction)
     lat = intra.latency_s
     if p > g:
         inter = _inter_link(hw, g, f"ep={p}")
-        t = np.maximum(t, (p - g) / p * nbytes / (inter.bandwidth_bytes_per_s * eff.link))
+        t = np.maximum(t, (p - g) / p * nbytes / (inter.bandwidth_bytes_per_s * eff.link_fraction))
         lat = max(lat, inter.latency_s)
     return t + A2A_LATENCY_HOPS * lat
 
@@ -243,7 +243,7 @@ def p2p_s(hw: HardwareSpec, eff: Efficiency, dep: Deployment, M, m: ModelSpec):
                 raise PerfModelError(f"pp={dep.pp} with tp={dep.tp} needs a "
                                      f"{'inter' if link is hw.inter_node_link else 'intra'}-node "
                                      f"link, which {hw.id} lacks in hardware_db")
-            out = out + n * (nbytes / (link.bandwidth_bytes_per_s * eff.link) + link.latency_s)
+            out = out + n * (nbytes / (link.bandwidth_bytes_per_s * eff.link_fraction) + link.latency_s)
     return out
 
 

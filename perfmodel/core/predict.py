@@ -4,8 +4,16 @@ TTFT = engine per-request overhead + prefill(B, T=prompt, S=0).
 E2E  = TTFT + sum over the O-1 later tokens of step(B, 1, S), S growing from prompt+1;
        the sum is integrated with the trapezoid rule on DECODE_NODES contexts (step(S) is
        piecewise linear in S, so the error is far below 1%), never the worst case.
-TPOT = (E2E - TTFT) / (O - 1); per-user tok/s = 1/TPOT; aggregate = B/TPOT.
-MBU, MFU: one GPU's bytes (FLOPs) per reported step / (step time x its peak).
+TPOT = (E2E - TTFT) / (O - 1); per-user tok/s = 1/TPOT.
+Aggregate (core/metrics.py has the one definition of each name):
+  output_tok_s_total = B * O / E2E   all users' output tokens per second of wall time
+                                     (prefill included), what a benchmark's tokens / wall
+                                     time measures;
+  decode_tok_s_total = B / TPOT      all users' tokens per second while decoding.
+MBU: one GPU's bytes per reported step / (step time x peak bandwidth).
+MFU: one GPU's FLOPs per reported step, each at the peak of the unit that runs it (matmuls:
+     the compute dtype; attention: 16-bit; elementwise: fp32), over the step time
+     (roofline.StepEstimate.flops_at_peak_s); <= 1 by construction.
 Pipeline parallelism: decode keeps m = min(B, pp) micro-batches busy, so a token of each
 sequence costs one full pass at batch B/m plus the stage hand-offs; a prefill of B prompts
 fills and drains the pipeline (step(fill=True)).
@@ -18,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.core.errors import require_finite
+from perfmodel.core.ops import FloatArray
 from perfmodel.core.parallel import p2p_s, validate_deployment
 from perfmodel.core.roofline import StepEstimate, step_time
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
@@ -43,16 +53,17 @@ class Scenario:
 class RequestTimes:
     """Arrays (or scalars) of request metrics in seconds and tokens/s."""
 
-    prefill_s: object
-    ttft_s: object
-    decode_step_s: object
-    tpot_s: object
-    e2e_s: object
-    decode_tok_s_per_user: object
-    output_tok_s_total: object
-    prefill_tok_s: object
-    mbu: object
-    mfu: object
+    prefill_s: FloatArray
+    ttft_s: FloatArray
+    decode_step_s: FloatArray
+    tpot_s: FloatArray
+    e2e_s: FloatArray
+    decode_tok_s_per_user: FloatArray
+    output_tok_s_total: FloatArray
+    decode_tok_s_total: FloatArray
+    prefill_tok_s: FloatArray
+    mbu: FloatArray
+    mfu: FloatArray
     step: StepEstimate
     prefill: StepEstimate
 
@@ -100,7 +111,7 @@ def _pass(sc: Scenario, B, micro, T, S, all_logits: bool) -> StepEstimate:
     return StepEstimate(time_s=est.time_s + hop, gpu_s=est.gpu_s + hop, cpu_s=est.cpu_s,
                         flops=est.flops * micro, bytes=est.bytes * micro,
                         compute_dtype=est.compute_dtype, bound=est.bound, ops=est.ops,
-                        warnings=est.warnings)
+                        warnings=est.warnings, flops_at_peak_s=est.flops_at_peak_s * micro)
 
 
 def _filled(est: StepEstimate, m, p: int) -> StepEstimate:
@@ -108,12 +119,29 @@ def _filled(est: StepEstimate, m, p: int) -> StepEstimate:
     stretch = (m + p - 1) / p
     return StepEstimate(time_s=est.time_s * stretch, gpu_s=est.gpu_s * stretch, cpu_s=est.cpu_s,
                         flops=est.flops, bytes=est.bytes, compute_dtype=est.compute_dtype,
-                        bound=est.bound, ops=est.ops, warnings=est.warnings)
+                        bound=est.bound, ops=est.ops, warnings=est.warnings,
+                        flops_at_peak_s=est.flops_at_peak_s)
 
 
 def request_times(sc: Scenario, B, prompt, output, *, context=None, new_tokens=1) -> RequestTimes:
-    """TTFT, the reported decode step, TPOT, E2E and throughputs (see module docstring)."""
+    """TTFT, the reported decode step, TPOT, E2E and throughputs (see module docstring).
+
+    Raises OutOfRangeError (a PerfModelError) rather than return a NaN/inf time or a rate
+    that is not positive (extreme but schema-valid hardware or profile files)."""
     validate_deployment(sc.model, sc.dep)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
+        rt = _request_times(sc, B, prompt, output, context=context, new_tokens=new_tokens)
+    what = f"{sc.model.id} on {sc.hw.id}"
+    require_finite(what, positive=True, ttft_s=rt.ttft_s, decode_step_s=rt.decode_step_s,
+                   tpot_s=rt.tpot_s, e2e_s=rt.e2e_s, prefill_s=rt.prefill_s,
+                   decode_tok_s_per_user=rt.decode_tok_s_per_user,
+                   output_tok_s_total=rt.output_tok_s_total,
+                   decode_tok_s_total=rt.decode_tok_s_total, prefill_tok_s=rt.prefill_tok_s)
+    require_finite(what, mbu=rt.mbu, mfu=rt.mfu)
+    return rt
+
+
+def _request_times(sc: Scenario, B, prompt, output, *, context, new_tokens) -> RequestTimes:
     B, prompt, output = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (B, prompt, output)))
     ctx = prompt if context is None else np.asarray(context, dtype=float)
     pre = step(sc, B, prompt, 0.0, fill=True)
@@ -136,11 +164,11 @@ def request_times(sc: Scenario, B, prompt, output, *, context=None, new_tokens=1
     tpot = np.where(output > 1.0, mean_step, reported.time_s)
     # per GPU: the step's work is spread over the pp stages (each moves 1/pp of it)
     peak_bw = sc.hw.memory_bandwidth_bytes_per_s * sc.dep.pp
-    peak = sc.hw.peak_flops_per_s[reported.compute_dtype] * sc.dep.pp
     return RequestTimes(
         prefill_s=pre.time_s, ttft_s=ttft, decode_step_s=reported.time_s, tpot_s=tpot,
-        e2e_s=e2e, decode_tok_s_per_user=1.0 / tpot, output_tok_s_total=B / tpot,
+        e2e_s=e2e, decode_tok_s_per_user=1.0 / tpot, output_tok_s_total=B * output / e2e,
+        decode_tok_s_total=B / tpot,
         prefill_tok_s=B * prompt / pre.time_s,
         mbu=reported.bytes / (reported.time_s * peak_bw),
-        mfu=reported.flops / (reported.time_s * peak),
+        mfu=reported.flops_at_peak_s / (reported.time_s * sc.dep.pp),
         step=reported, prefill=pre)

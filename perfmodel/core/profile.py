@@ -4,7 +4,7 @@ written by calibrate/fit.py (or `perfmodel calibrate engine`) and read with --pr
 File format (YAML):
     kind: perfmodel-profile
     gpu: h200-sxm                  # hardware_db id the efficiencies were fitted on
-    efficiency: {mem_bw: 0.86, gemm_max: 0.79, ...}    # a full Efficiency
+    efficiency: {mem_bw_fraction: 0.86, gemm_max: 0.79, ...}  # a full Efficiency (old keys mem_bw, link load too)
     engines: {torch-graph: {kernels_per_layer: 44.2, elementwise_traffic: 6.2}}   # GPU side
     host: Intel(R) Xeon(R) Processor (family 6 model 207, 2100 MHz)   # host of the fit
     hosts: {<host>: {torch-eager: {launch_s: 1.3e-5, cpu_overhead_per_step_s: 3.0e-4}}}
@@ -21,8 +21,8 @@ import yaml
 from pydantic import Field, ValidationError
 
 from perfmodel.core.engines import ENGINES
-from perfmodel.core.files import load_mapping
-from perfmodel.core.errors import SpecFileError, pydantic_message
+from perfmodel.core.files import load_spec
+from perfmodel.core.errors import PerfModelError, SpecFileError, pydantic_message
 from perfmodel.core.specs import Efficiency, EngineProfile, Spec
 
 _ENGINE_FIELDS = set(EngineProfile.model_fields) - {"id", "name", "source"}
@@ -60,11 +60,7 @@ class Profile(Spec):
 def load_profile(path: str | Path) -> Profile:
     """Parse a profile; errors name the file and the field."""
     p = Path(path)
-    data = load_mapping(p, what="profile", fmt="yaml")
-    try:
-        prof = Profile.model_validate(data)
-    except ValidationError as exc:
-        raise SpecFileError(f"{p}: {pydantic_message(exc)}") from None
+    prof = load_spec(p, Profile, what="profile", fmt="yaml")
     for eng, over in prof.engines.items():
         bad = set(over) - _ENGINE_FIELDS
         if bad:
@@ -98,15 +94,26 @@ def apply_engine(engine: EngineProfile, prof: Profile | None,
                  host: str | None = None) -> EngineProfile:
     """The engine with the profile's overrides for its id, if any: `engines` (card), then
     `hosts[host]` (host CPU; host None: the profile's own fit host)."""
+    if not isinstance(engine, EngineProfile):
+        raise PerfModelError(f"apply_engine: expected an EngineProfile, got {type(engine).__name__}")
+    if prof is not None and not isinstance(prof, Profile):
+        raise PerfModelError(f"apply_engine: expected a Profile or None, got {type(prof).__name__}")
     if prof is None:
         return engine
     host = host or prof.host
-    card = prof.engines.get(engine.id, {})
-    on_host = prof.hosts.get(host, {}).get(engine.id, {}) if host else {}
+    engines = prof.engines if isinstance(prof.engines, dict) else {}
+    hosts = prof.hosts if isinstance(prof.hosts, dict) else {}
+    card = engines.get(engine.id, {})
+    host_block = hosts.get(host, {}) if host else {}
+    on_host = host_block.get(engine.id, {}) if isinstance(host_block, dict) else host_block
+    for where, block in ((f"engines.{engine.id}", card), (f"hosts.{host}.{engine.id}", on_host)):
+        if not isinstance(block, dict):
+            raise SpecFileError(f"{where}: expected a mapping of engine fields, "
+                                f"got {type(block).__name__}")
     if not card and not on_host:
         return engine
     try:
-        return EngineProfile(**{**engine.model_dump(), **card, **on_host})
+        return EngineProfile.model_validate({**engine.model_dump(), **card, **on_host})
     except ValidationError as exc:
         where = f"hosts.{host}.{engine.id}" if on_host else f"engines.{engine.id}"
         raise SpecFileError(f"{where}.{pydantic_message(exc)}") from None

@@ -26,6 +26,11 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
     """Ids -> a Scenario, with the warnings and the defaults that were filled in."""
     m = model if isinstance(model, ModelSpec) else load_model(model)
     hw = gpu if isinstance(gpu, HardwareSpec) else load_gpu(gpu, hardware_dir)
+    picked = []
+    if weights == "checkpoint":   # the published checkpoint's formats (its quantization_config)
+        weights = m.checkpoint_weights or "bf16"
+        picked.append(f"weights {weights}: the checkpoint's formats"
+                      + ("" if m.checkpoint_weights else " (unquantized: none recorded)"))
     try:
         prec = Precision.of(weights, kv, activations)
     except ValueError as exc:
@@ -35,7 +40,7 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
         raise PerfModelError(f"unknown attention kernel {attention!r}; use naive, flash or paged")
     prof = load_profile(profile) if isinstance(profile, (str, Path)) else profile
     warnings: list[str] = []
-    assumptions: list[str] = []
+    assumptions: list[str] = picked
     if kv is None:
         assumptions.append("KV cache in bf16 (no --kv given)")
     if activations is None:

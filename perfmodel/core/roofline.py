@@ -22,17 +22,21 @@ A matmul runs on the faster of two kernel paths (_gemm_compute_s):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
 from perfmodel.core.errors import PerfModelError
-from perfmodel.core.ops import Op, OpCost, ops, total
+from perfmodel.core.ops import FloatArray, Op, OpCost, ops, total
 from perfmodel.core.parallel import comm_times, rank_ops
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
                              Precision)
 
 DEQUANT_TILE_ROWS = 64.0       # weight-only kernels dequantize once per tile of M rows (Marlin)
 VECTOR_EFFICIENCY = 0.5        # non-tensor-core arithmetic reaches about half its peak
+HALF_TO_FP32_VECTOR = 8.0       # assumption for a card whose datasheet lists no fp32 peak: its
+                                # fp32 vector rate is 1/8 of its 16-bit peak (consumer cards 1-2x,
+                                # datacenter tensor-core cards ~15x: a conservative middle)
 FUSED_ELEMENTWISE_BYTES = 0.5  # fused norms/activations move about half the bytes
 # bits of a compute dtype: weights stored narrower than it are dequantized in the kernel
 DTYPE_BITS = {"fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8,
@@ -45,26 +49,31 @@ class OpTime:
 
     name: str
     kind: str
-    time_s: object
-    compute_s: object
-    memory_s: object
-    flops: object
-    bytes: object
+    time_s: FloatArray
+    compute_s: FloatArray
+    memory_s: FloatArray
+    flops: FloatArray
+    bytes: FloatArray
 
 
 @dataclass(frozen=True)
 class StepEstimate:
     """One forward step: time, work, bound, per-op breakdown."""
 
-    time_s: object
-    gpu_s: object
-    cpu_s: object
-    flops: object
-    bytes: object
+    time_s: FloatArray
+    gpu_s: FloatArray
+    cpu_s: FloatArray
+    flops: FloatArray
+    bytes: FloatArray
     compute_dtype: str
-    bound: object
+    bound: str | np.ndarray
     ops: list[OpTime] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    flops_at_peak_s: FloatArray = 0.0
+    """Sum over ops of FLOPs / the peak of the unit that runs them (matmuls: the faster of
+    their dtype's peak and the vector peak; attention: the 16-bit peak; elementwise: the fp32
+    peak). MFU is this over the step time: each op's time is at least its term, so MFU <= 1
+    whatever the dtypes."""
 
 
 def resolve_compute(hw: HardwareSpec, p: Precision, engine: EngineProfile) -> tuple[str, list[str]]:
@@ -106,12 +115,14 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     """Time of one forward step of B sequences x T new tokens over S cached tokens."""
     dep = dep or Deployment()
     dtype, warnings = resolve_compute(hw, p, engine)
+    per_module = _module_dtypes(hw, p, engine, warnings)
     op_list = rank_ops(m, p, B, T, S, dep, attention=attention or engine.attention,
                        all_logits=all_logits)
     peak = hw.peak_flops_per_s[dtype]
     half_peak = hw.peak_flops_per_s.get("bf16") or hw.peak_flops_per_s.get("fp16") or peak
-    vector_peak = hw.peak_flops_per_s.get("fp32", half_peak / 8.0) * VECTOR_EFFICIENCY
-    bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw
+    fp32_peak = hw.peak_flops_per_s.get("fp32", half_peak / HALF_TO_FP32_VECTOR)
+    vector_peak = fp32_peak * VECTOR_EFFICIENCY
+    bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw_fraction
     # weight-only formats, and fp8/fp4 weights on a fallback path, are dequantized in-kernel
     dequant = p.weights.bits < DTYPE_BITS.get(dtype, 16)
     kscale = _kernel_scale(m, engine, attention or engine.attention)
@@ -121,21 +132,26 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     compute_sum = memory_sum = 0.0
     kernels = 0.0
     moved_sum = 0.0
+    at_peak = 0.0
     for op in op_list:
         c = op.cost
         k = c.kernels * (kscale if op.per_layer else 1.0)
         kernels = kernels + k
         if op.kind == "gemm":
-            compute = _gemm_compute_s(op, peak, vector_peak, eff, engine,
-                                      op.quantized and dequant)
+            op_dtype, op_dequant = per_module.get(op.group, (dtype, dequant))
+            compute = _gemm_compute_s(op, hw.peak_flops_per_s[op_dtype], vector_peak, eff,
+                                      engine, op.quantized and op_dequant)
             wbytes = c.weight_bytes / (engine.quant_kernel_efficiency if op.quantized else 1.0)
             memory = (wbytes + c.act_bytes) / bw
+            at_peak = at_peak + c.flops / max(hw.peak_flops_per_s[op_dtype], vector_peak)
         elif op.kind == "attention":
             compute = c.flops / (half_peak * eff.attn_compute)
+            at_peak = at_peak + c.flops / half_peak
             memory = (c.kv_read_bytes + c.kv_write_bytes) / (bw * eff.attn_mem) + c.act_bytes / bw
         else:
             act = c.act_bytes * (_elementwise_traffic(engine) if op.kind == "elementwise" else 1.0)
             compute = c.flops / vector_peak
+            at_peak = at_peak + c.flops / fp32_peak
             memory = (c.weight_bytes + act) / bw
         # bytes this op actually moves (fused or upcast elementwise chains differ from the list)
         moved = c.bytes if op.kind != "elementwise" else c.weight_bytes + act
@@ -147,7 +163,11 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         times.append(OpTime(op.name, op.kind, t, compute, memory, c.flops, moved))
 
     comm_sum = 0.0
+    experts_s = next((x.time_s for x in times if x.name == "experts"), 0.0)
     for name, t in comm_times(m, hw, eff, dep, B * T):
+        if name == "ep_alltoall" and engine.moe_comm_overlap:
+            # two-batch overlap hides up to the given share, never more than the expert GEMMs
+            t = t - np.minimum(t * engine.moe_comm_overlap, experts_s)
         gpu = gpu + t
         comm_sum = comm_sum + t
         times.append(OpTime(name, "comm", t, 0.0, 0.0, 0.0, 0.0))
@@ -158,7 +178,22 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     bound = _bound(compute_sum, memory_sum, comm_sum, cpu, gpu)
     return StepEstimate(time_s=step, gpu_s=gpu, cpu_s=cpu + engine.cpu_overhead_per_step_s,
                         flops=work.flops, bytes=moved_sum, compute_dtype=dtype, bound=bound,
-                        ops=times, warnings=warnings)
+                        ops=times, warnings=warnings, flops_at_peak_s=at_peak)
+
+
+def _module_dtypes(hw: HardwareSpec, p: Precision, engine: EngineProfile,
+                   warnings: list[str]) -> dict[str, tuple[str, bool]]:
+    """Weight group -> (compute dtype, dequantized in-kernel) for groups whose module has its own
+    format (gpt-oss: MXFP4 experts next to bf16 attention); other groups use the default."""
+    out: dict[str, tuple[str, bool]] = {}
+    for group in ("attention", "mlp", "shared_experts", "experts", "lm_head"):
+        q = p.for_group(group)
+        if q is p or not p.modules or q.weights == p.weights and q.activations == p.activations:
+            continue
+        dtype, notes = resolve_compute(hw, q, engine)
+        warnings += [w for w in notes if w not in warnings]
+        out[group] = (dtype, q.weights.bits < DTYPE_BITS.get(dtype, 16))
+    return out
 
 
 def _gemm_compute_s(op: Op, peak: float, vector_peak: float, eff: Efficiency,
@@ -189,16 +224,24 @@ def _kernel_scale(m: ModelSpec, engine: EngineProfile, attention: str) -> float:
     for a dense (GQA/MHA, dense-MLP) layer, so the scale is taken on the model's dense twin
     (same layers, MoE and MLA removed) and the MoE/MLA ops' extra kernels (routing, permute,
     combine, latent norms) are fused at the same rate. A dense model's count is unchanged."""
-    twin = m if m.moe is None and m.mla is None else _dense_twin(m)
-    per_layer = [op for op in ops(twin, Precision.of("bf16"), 1.0, 1.0, 0.0, attention=attention)
-                 if op.per_layer]
-    base = sum(float(np.max(op.cost.kernels)) for op in per_layer)
+    base = _dense_kernels(m, attention)
     return engine.kernels_per_layer * m.num_layers / base if base else 1.0
 
 
+@lru_cache(maxsize=256)
+def _dense_kernels(m: ModelSpec, attention: str) -> float:
+    """Per-layer kernels of the op list of the model's dense twin, summed over its layers."""
+    twin = _dense_twin(m)
+    per_layer = [op for op in ops(twin, Precision.of("bf16"), 1.0, 1.0, 0.0, attention=attention)
+                 if op.per_layer]
+    return sum(float(np.max(op.cost.kernels)) for op in per_layer)
+
+
 def _dense_twin(m: ModelSpec) -> ModelSpec:
-    """The same layer count with GQA attention and a dense MLP (only its kernel count is read)."""
-    return m.model_copy(update={"moe": None, "mla": None})
+    """The same layer count with plain softmax attention and a dense MLP (only its kernel
+    count is read): no MoE, MLA, linear-attention, sparse-attention or gated output."""
+    return m.model_copy(update={"moe": None, "mla": None, "linear_attention": None,
+                                "sparse_attention": None, "attention_output_gate": False})
 
 
 def _bound(compute, memory, comm, cpu, gpu):
@@ -214,7 +257,7 @@ def _bound(compute, memory, comm, cpu, gpu):
 
 
 def roofline_floor_s(m: ModelSpec, hw: HardwareSpec, p: Precision, B, T, S,
-                     dep: Deployment | None = None) -> object:
+                     dep: Deployment | None = None) -> FloatArray:
     """The unbeatable floor: max(bytes / peak bandwidth, all FLOPs / peak compute), at the
     peak of the model's compute dtype (its activations' format where the chip has it, else
     the chip's 16-bit rate: a bf16 model cannot use fp8 units) and with elementwise

@@ -1,135 +1,21 @@
 """Typed, frozen inputs of the model: what is run (ModelSpec), on what (HardwareSpec),
 in which number formats (Precision), by which software (EngineProfile, Efficiency),
-how it is spread (Deployment) and for which traffic (Workload).
+how it is spread (Deployment). The traffic is part of the one Query (core/query.py).
 
 All quantities are in base units (bytes, seconds, FLOP/s, bytes/s). See DESIGN.md.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, Field, model_validator
 
-from perfmodel.core.gguf import GGUF_BITS_PER_WEIGHT, GGUF_FLOAT_TYPES
-
-Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"]
-"""Compute dtypes a chip may have a dense peak for."""
-
-PRECISION_NAMES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
-
-
-class Spec(BaseModel):
-    """Base: frozen, strict, unknown keys are errors, and so are NaN and infinity (a YAML
-    `.inf` bandwidth or kernel time would otherwise reach every result)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-
-# --------------------------------------------------------------------------- precision
-
-
-class NumberFormat(Spec):
-    """One tensor's storage format: bits per element plus block-scale overhead."""
-
-    name: Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"] = Field(
-        description="Format family.")
-    bits: float = Field(gt=0, le=32, description="Bits per stored element.")
-    group_size: int | None = Field(
-        default=None, gt=0,
-        description="Elements sharing one scale (None: per-tensor/per-channel, negligible).")
-    scale_bits: float = Field(default=0.0, ge=0, description="Bits per group scale (and zero point).")
-
-    @property
-    def bytes_per_element(self) -> float:
-        """(bits + scale_bits / group_size) / 8 — a float, never an integer division."""
-        scale = self.scale_bits / self.group_size if self.group_size else 0.0
-        return (self.bits + scale) / 8.0
-
-    @property
-    def is_float(self) -> bool:
-        return self.name in ("fp32", "bf16", "fp16", "fp8", "fp4")
-
-    @property
-    def label(self) -> str:
-        if self.group_size and self.name in ("int4",):
-            return f"{self.name}-g{self.group_size}"
-        if self.bits != _BITS[self.name]:   # a GGUF type: its average bits per weight
-            return f"{self.name}@{self.bits:g}bpw"
-        return self.name
-
-
-_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "fp4": 4}
-# Default block scaling: int4 as GPTQ/AWQ (group 128, fp16 scale + 4-bit zero point ~ 20 bits),
-# fp4 as MXFP4 (OCP MX spec: 32 elements share an 8-bit E8M0 scale).
-_DEFAULT_GROUP = {"int4": (128, 20.0), "fp4": (32, 8.0)}
-
-
-def parse_gguf(text: str) -> NumberFormat | None:
-    """A GGUF type name ('q4_k_m', 'Q8_0', 'f16') as a NumberFormat carrying its real bits per
-    weight (scales included, so no separate group scale), or None if it is not one. Below 6
-    bits the family is int4, else int8 (weight-only: matmuls run in 16 bits)."""
-    s = str(text).strip().lower().replace("-", "_")
-    if s in GGUF_FLOAT_TYPES:
-        return parse_format(GGUF_FLOAT_TYPES[s])
-    bpw = GGUF_BITS_PER_WEIGHT.get(s)
-    if bpw is None:
-        return None
-    return NumberFormat(name="int4" if bpw < 6.0 else "int8", bits=bpw)
-
-
-def parse_format(text: str) -> NumberFormat:
-    """Parse 'bf16', 'fp8', 'int4', 'int4-g64', 'fp4-g16' or a GGUF type ('q4_k_m', 'q8_0',
-    'f16') into a NumberFormat.
-
-    Raises ValueError with the accepted names on anything else.
-    """
-    s = str(text).strip().lower()
-    gguf = parse_gguf(s) if s not in PRECISION_NAMES else None
-    if gguf is not None:
-        return gguf
-    m = re.fullmatch(r"(fp32|bf16|fp16|fp8|int8|int4|fp4)(?:-g(\d+))?", s)
-    if not m:
-        raise ValueError(
-            f"unknown precision {text!r}; use one of {', '.join(PRECISION_NAMES)} "
-            "(int4/fp4 take an optional group size, e.g. int4-g128) or a GGUF type "
-            "(f16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, ...)")
-    name, group = m.group(1), m.group(2)
-    if group is not None and name not in ("int4", "fp4", "int8"):
-        raise ValueError(f"precision {text!r}: a group size applies only to int4, int8 or fp4")
-    default_group, scale_bits = _DEFAULT_GROUP.get(name, (None, 0.0))
-    if group is not None:
-        g = int(group)
-        if g <= 0:
-            raise ValueError(f"precision {text!r}: group size must be positive")
-        return NumberFormat(name=name, bits=_BITS[name], group_size=g,
-                            scale_bits=scale_bits or 16.0)
-    return NumberFormat(name=name, bits=_BITS[name], group_size=default_group,
-                        scale_bits=scale_bits)
-
-
-class Precision(Spec):
-    """Number formats of weights, activations (matmul inputs) and the KV cache."""
-
-    weights: NumberFormat = Field(description="Weight storage format.")
-    activations: NumberFormat = Field(description="Activation / matmul-input format.")
-    kv: NumberFormat = Field(description="KV-cache storage format.")
-
-    @classmethod
-    def of(cls, weights: str = "bf16", kv: str | None = None,
-           activations: str | None = None) -> "Precision":
-        """Build from names. Defaults: KV in bf16; activations fp8 for fp8 weights (W8A8),
-        fp4 for fp4 weights, otherwise bf16 (weight-only quantization)."""
-        w = parse_format(weights)
-        if activations is None:
-            activations = {"fp8": "fp8", "fp4": "fp4", "fp32": "fp32", "fp16": "fp16"}.get(w.name, "bf16")
-        return cls(weights=w, activations=parse_format(activations),
-                   kv=parse_format(kv if kv is not None else "bf16"))
-
-    @property
-    def label(self) -> str:
-        return f"W:{self.weights.label} A:{self.activations.label} KV:{self.kv.label}"
+from perfmodel.core.hardware_spec import (HardwareSpec, LinkSpec, MemoryType,  # noqa: F401
+                                          PriceSpec, Vendor)
+from perfmodel.core.precision import (PRECISION_NAMES, ModuleFormat, NumberFormat,  # noqa: F401
+                                      Precision, parse_format, parse_gguf, parse_weights)
+from perfmodel.core.spec_base import Dtype, Spec  # noqa: F401
 
 
 # --------------------------------------------------------------------------- model
@@ -211,6 +97,9 @@ class ModelSpec(Spec):
     sliding_window_layers: int = Field(default=0, ge=0, description="How many layers use the window.")
     moe: MoESpec | None = Field(default=None, description="MoE FFN, if any.")
     mla: MLASpec | None = Field(default=None, description="Latent attention, if any.")
+    checkpoint_weights: str | None = Field(
+        default=None, description="Weight formats of the published checkpoint in --weights "
+        "syntax (e.g. 'bf16,experts=fp4' for gpt-oss), from its quantization_config.")
     attention_output_gate: bool = Field(
         default=False, description="q_proj also emits a sigmoid gate on the attention output "
         "(Qwen3-Next/Qwen3.5 attn_output_gate): N*H more outputs.")
@@ -235,6 +124,8 @@ class ModelSpec(Spec):
             raise ValueError("sliding_window_layers > 0 needs sliding_window")
         if self.moe and self.moe.num_dense_layers > self.num_layers:
             raise ValueError("moe.num_dense_layers exceeds num_layers")
+        if self.checkpoint_weights is not None:
+            Precision.of(self.checkpoint_weights)   # ValueError names what is wrong
         if self.num_full_attention_layers < 0:
             raise ValueError(f"linear_attention.num_layers + sliding_window_layers exceed "
                              f"num_layers={self.num_layers}")
@@ -271,67 +162,6 @@ class ModelSpec(Spec):
 
 
 # --------------------------------------------------------------------------- hardware
-
-Vendor = Literal["nvidia", "amd", "intel", "google", "apple"]
-MemoryType = Literal["hbm2", "hbm2e", "hbm3", "hbm3e", "gddr6", "gddr6x", "gddr7",
-                     "lpddr5", "lpddr5x", "unified"]
-
-
-class LinkSpec(Spec):
-    """A GPU-to-GPU link, per GPU, one direction."""
-
-    name: str = Field(description="NVLink 4, PCIe 5.0 x16, Infinity Fabric, ICI, ...")
-    bandwidth_bytes_per_s: float = Field(gt=0, description="Unidirectional bandwidth per GPU.")
-    latency_s: float = Field(gt=0, description="One-hop latency of a small message.")
-    source: str = Field(default="", description="Where the figures come from.")
-
-
-class PriceSpec(Spec):
-    """On-demand cloud price of one accelerator-hour."""
-
-    usd_per_hour: float = Field(gt=0, description="USD per accelerator-hour, on demand.")
-    date: str = Field(description="When the price was read (YYYY-MM).")
-    source: str = Field(description="Where the price was read.")
-
-
-class HardwareSpec(Spec):
-    """One accelerator's datasheet: dense peaks only, base units, with sources."""
-
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$", description="Lowercase stable id.")
-    name: str = Field(description="Display name.")
-    vendor: Vendor = Field(description="Vendor (selects default efficiencies).")
-    memory_type: MemoryType = Field(description="Memory technology (selects default efficiencies).")
-    memory_bytes: float = Field(gt=0, description="Device memory capacity in bytes.")
-    memory_bandwidth_bytes_per_s: float = Field(gt=0, description="Peak memory bandwidth.")
-    peak_flops_per_s: dict[Dtype, float] = Field(
-        description="Dense (not sparse) peak per compute dtype the chip supports.")
-    l2_bytes: float | None = Field(default=None, gt=0, description="Last-level on-chip cache.")
-    sm_count: int | None = Field(default=None, gt=0, description="SMs / CUs / cores.")
-    tdp_w: float | None = Field(default=None, gt=0, description="Board power in watts.")
-    intra_node_link: LinkSpec | None = Field(default=None, description="Scale-up link.")
-    inter_node_link: LinkSpec | None = Field(default=None, description="Scale-out link.")
-    gpus_per_node: int | None = Field(
-        default=None, gt=0, description="Accelerators in one server (8 on an HGX board); "
-        "None: not stated.")
-    scale_up_gpus: int | None = Field(
-        default=None, gt=0, description="Accelerators sharing one scale-up domain over "
-        "intra_node_link (8 on HGX, 72 on GB200 NVL72); None: gpus_per_node.")
-    price: PriceSpec | None = Field(default=None, description="On-demand price.")
-    year: int | None = Field(default=None, description="Launch year.")
-    sources: dict[str, str] = Field(default_factory=dict, description="Field -> source.")
-    notes: str = Field(default="", description="Caveats and explained disagreements.")
-
-    @model_validator(mode="after")
-    def _check(self) -> "HardwareSpec":
-        if not self.peak_flops_per_s:
-            raise ValueError(f"{self.id}: peak_flops_per_s needs at least one dtype")
-        for k, v in self.peak_flops_per_s.items():
-            if not v > 0:
-                raise ValueError(f"{self.id}: peak_flops_per_s.{k} must be > 0")
-        return self
-
-    def has(self, dtype: str) -> bool:
-        return dtype in self.peak_flops_per_s
 
 
 # --------------------------------------------------------------------------- software
@@ -428,22 +258,56 @@ class EngineProfile(Spec):
         "methods' reference code on Hugging Face models: default trees, tree construction, "
         "posterior evaluation and KV compaction as Python ops every step) or 'serving' "
         "(vLLM/SGLang/TRT-LLM: chains, fused sampling kernels). analysis/drafts.py.")
+    moe_comm_overlap: float = Field(
+        default=0.0, ge=0, le=1, description="Share of the EP dispatch/combine all-to-all hidden "
+        "behind the expert GEMMs by running two micro-batches in turn (SGLang "
+        "--enable-two-batch-overlap with DeepEP; LMSYS blog 'Deploying DeepSeek with PD "
+        "disaggregation and large-scale EP', 2025). 0 in the presets: it is opt-in.")
     scheduler: SchedulerSpec = Field(
         default_factory=SchedulerSpec, description="Request scheduler limits and policy.")
+    server_scheduler: SchedulerSpec | None = Field(
+        default=None, description="The scheduler of the engine's online server where its defaults "
+        "differ from `scheduler` (TensorRT-LLM: trtllm-serve vs the tuned trtllm-bench limits); "
+        "the serving simulator (a benchmark against a server) uses it. None: `scheduler`.")
     source: str = Field(default="", description="Where the parameters come from.")
+
+
+_OLD_EFFICIENCY_NAMES = {"mem_bw": "mem_bw_fraction", "link": "link_fraction"}
 
 
 class Efficiency(Spec):
     """Achievable fractions of the datasheet, per vendor/memory type or calibrated."""
 
-    mem_bw: float = Field(gt=0, le=1, description="Achieved / peak memory bandwidth for streaming reads.")
+    mem_bw_fraction: float = Field(
+        gt=0, le=1, validation_alias=AliasChoices("mem_bw_fraction", "mem_bw"),
+        description="Achieved / peak memory bandwidth for streaming reads (YAML key mem_bw "
+                    "accepted for one release).")
     gemm_max: float = Field(gt=0, le=1, description="GEMM efficiency at large M (fraction of peak).")
     gemm_half_m: float = Field(gt=0, description="Token rows M at which GEMM efficiency is half of gemm_max.")
     attn_compute: float = Field(gt=0, le=1, description="Attention-kernel compute efficiency (flash/paged).")
     attn_mem: float = Field(gt=0, le=1, description="Decode attention KV-read efficiency vs mem_bw.")
     kernel_s: float = Field(ge=0, description="GPU-side fixed time per kernel (launch latency, tail).")
-    link: float = Field(gt=0, le=1, description="Achieved / peak link bandwidth for collectives.")
+    link_fraction: float = Field(
+        gt=0, le=1, validation_alias=AliasChoices("link_fraction", "link"),
+        description="Achieved / peak link bandwidth for collectives (YAML key link accepted "
+                    "for one release).")
     source: str = Field(default="", description="Defaults' sources, or the calibration record.")
+
+    def model_copy(self, *, update=None, deep: bool = False):
+        """model_copy that also takes the old names mem_bw and link (for one release)."""
+        if update:
+            update = {_OLD_EFFICIENCY_NAMES.get(k, k): v for k, v in update.items()}
+        return super().model_copy(update=update, deep=deep)
+
+    @property
+    def mem_bw(self) -> float:
+        """Old name of mem_bw_fraction (kept for one release)."""
+        return self.mem_bw_fraction
+
+    @property
+    def link(self) -> float:
+        """Old name of link_fraction (kept for one release)."""
+        return self.link_fraction
 
     def gemm(self, m: float) -> float:
         """e_gemm(M) = gemm_max * M / (M + gemm_half_m)."""
@@ -470,18 +334,3 @@ class Deployment(Spec):
     @property
     def num_gpus(self) -> int:
         return self.tp * self.dp * self.pp
-
-
-class Workload(Spec):
-    """One request shape at a batch size."""
-
-    batch: int = Field(gt=0, description="B: sequences decoded together (or concurrency).")
-    prompt_tokens: int = Field(gt=0, description="Input length in tokens.")
-    output_tokens: int = Field(gt=0, description="Generated tokens per request.")
-    context_tokens: int | None = Field(
-        default=None, ge=0, description="KV length for the reported decode step (default: prompt).")
-    new_tokens: int = Field(default=1, gt=0, description="T: tokens per sequence in a reported step.")
-
-    @property
-    def context(self) -> int:
-        return self.prompt_tokens if self.context_tokens is None else self.context_tokens

@@ -1,4 +1,7 @@
-"""Batching physics under load, as numpy arrays over a concurrency grid C.
+"""Batching physics under load, as numpy arrays over a concurrency grid C: the STEADY-STATE
+QUICK ESTIMATE. It assumes desynchronized requests (one prompt at a time) and is kept as a
+fast bound for wide searches (sizing's first pass, the Sweep page); a benchmark's TTFT under
+load comes from the step-level simulation in serving/simulate.py (`perfmodel serve`).
 
 Everything here is built from `predict.step` (the one op list) and `memory` (the one memory
 model); nothing re-derives a FLOP or a byte. Notation: C concurrency (sequences holding KV),
@@ -230,8 +233,25 @@ def _steps(scs: list[Scenario], queries: list[tuple]) -> list[_Steps]:
     return out
 
 
-def _queries(C: np.ndarray, P: float, O: float, lim: Limits, Pm: float, Om: float) -> tuple:
-    """(B, T, S) of the steps a curve needs (see curve)."""
+def heavy_prompt_rows(total_rows, largest_rows, m):
+    """Prompt rows of the heaviest of m pipeline micro-batches: max(total/m, largest).
+
+    A prompt (or chunk) runs inside one micro-batch; the m micro-batches cycle through the
+    same p stages, so the pipeline's period is that of its slowest micro-batch (GPipe,
+    Huang et al. 2019: stages must be balanced; vLLM and TRT-LLM schedule a prompt chunk
+    into one micro-batch (virtual engine)). Spreading prompt rows evenly over the
+    micro-batches, as if a chunk could be cut into m pieces, priced pipeline-parallel
+    serving with long prompts m-fold too cheaply per prompt token. m = 1 is the sum."""
+    total = np.asarray(total_rows, dtype=float)
+    return np.maximum(total / m, np.minimum(largest_rows, total))
+
+
+def _queries(C: np.ndarray, P: float, O: float, lim: Limits, Pm: float, Om: float,
+             pp: int = 1) -> tuple:
+    """(B, T, S) of the steps a curve needs (see curve). Under pp stages a mixed step's
+    prompts cannot be cut across micro-batches: the heaviest of the m = min(C, pp)
+    micro-batches carries C/m decode rows and max(g*P/m, P) prompt rows, and it sets the
+    pipeline's pace (heavy_prompt_rows)."""
     n = C.size
     ones, zeros = np.ones(n), np.zeros(n)
     if lim.static:       # prefill(C, Pm), decode(C) at the padded mean context
@@ -244,8 +264,10 @@ def _queries(C: np.ndarray, P: float, O: float, lim: Limits, Pm: float, Om: floa
         return (np.concatenate([C, g]), np.concatenate([ones, np.full(n, P)]),
                 np.concatenate([S, zeros]))
     # decode(C), prefill(g), linear layers over C + g*P rows, prefill(1)
+    m = np.minimum(C, pp)                   # _steps runs each query at B / m
     return (np.concatenate([C, g, C, [1.0]]),
-            np.concatenate([ones, np.full(n, P), 1.0 + g * P / C, [P]]),
+            np.concatenate([ones, np.full(n, P), 1.0 + heavy_prompt_rows(g * P, P, m) * m / C,
+                            [P]]),
             np.concatenate([S, zeros, zeros, [0.0]]))
 
 
@@ -256,7 +278,8 @@ def curves(scs: list[Scenario], grids: list, prompt: int, output: int, lims: lis
     P, O = float(prompt), float(output)
     Pm, Om = float(longest_prompt or prompt), float(longest_output or output)
     Cs = [np.atleast_1d(np.asarray(C, dtype=float)) for C in grids]
-    steps = _steps(scs, [_queries(C, P, O, lim, Pm, Om) for C, lim in zip(Cs, lims)])
+    steps = _steps(scs, [_queries(C, P, O, lim, Pm, Om, sc.dep.pp)
+                         for sc, C, lim in zip(scs, Cs, lims)])
     ws = weights or [None] * len(scs)
     return [_assemble(sc, C, P, O, lim, st, Pm, Om, w)
             for sc, C, lim, st, w in zip(scs, Cs, lims, steps, ws)]

@@ -1,5 +1,7 @@
 """Serving a model under load: the latency-throughput curve over concurrency, its knee,
-goodput against TTFT/TPOT targets, and offline maximum throughput.
+goodput against TTFT/TPOT targets, and offline maximum throughput, from the steady-state
+quick estimate (serving/batching.py). For a benchmark's percentiles under load use the
+simulation (serving/simulate.py, api.serve).
 
 Public entry points (ids or specs are accepted as in perfmodel.api.predict_request):
 
@@ -11,7 +13,7 @@ Public entry points (ids or specs are accepted as in perfmodel.api.predict_reque
         One CurvePoint per concurrency (default: 1, 2, 4, ... doubling up to the limit, and
         the limit itself): TTFT, TPOT, E2E, per-user and aggregate tok/s, request rate,
         fits, and with targets a meets_slo flag; goodput_rps under Poisson arrivals.
-    find_knee(curve, gain=KNEE_GAIN) -> Knee
+    find_knee(curve, gain=KNEE_GAIN) -> Knee   (the one rule: perfmodel/serving/knee.py)
     max_throughput(model, gpu, *, ..., engine="trtllm", prompt, output) -> MaxThroughput
         (concurrency, output_tok_s_total, max_batch): what trtllm-bench-style offline runs
         measure, i.e. the throughput at the largest concurrency the engine can hold.
@@ -29,15 +31,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.resolve import resolve
 from perfmodel.serving.batching import Curve, Limits, concurrency_grid, curve, limits
-from perfmodel.core.errors import PerfModelError
+from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.predict import Scenario
+from perfmodel.core.query import MAX_COUNT, make_query
+from perfmodel.serving.knee import KNEE_MIN_GAIN, KNEE_RULE, Knee, KneePoint  # noqa: F401 (re-exported)
+
+__all__ = ["KNEE_MIN_GAIN", "KNEE_RULE", "Knee", "KneePoint"]
+from perfmodel.serving.knee import find_knee as knee_of
 from perfmodel.serving.queueing import goodput_rps, open_loop
 
-KNEE_GAIN = 0.10          # doubling concurrency must add at least 10% throughput
-KNEE_RULE = ("knee: the first concurrency C (on the doubling grid the seed documents "
-             "prescribe: 1, 2, 4, ...) after which doubling C raises aggregate output tok/s "
-             "by less than 10% while TPOT grows; if throughput keeps rising the knee is the "
-             "concurrency limit (memory or engine)")
+KNEE_GAIN = KNEE_MIN_GAIN   # kept name: the one threshold lives in serving/knee.py
 
 
 class CurvePoint(BaseModel):
@@ -57,8 +60,8 @@ class CurvePoint(BaseModel):
         description="fits and TTFT, TPOT within targets (None: no targets).")
 
 
-class ServeCurve(BaseModel):
-    """The latency-throughput curve of one replica."""
+class Served(BaseModel):
+    """What runs: the resolved ids every serving result starts with."""
 
     model_config = ConfigDict(frozen=True)
     model: str
@@ -68,6 +71,11 @@ class ServeCurve(BaseModel):
     tp: int
     pp: int
     ep: int
+
+
+class ServeCurve(Served):
+    """The latency-throughput curve of one replica."""
+
     num_gpus: int
     prompt_tokens: int
     output_tokens: int
@@ -84,29 +92,9 @@ class ServeCurve(BaseModel):
     assumptions: list[str]
 
 
-class Knee(BaseModel):
-    """Where more concurrency stops paying."""
-
-    model_config = ConfigDict(frozen=True)
-    concurrency: int | None = Field(description="None when no point fits.")
-    output_tok_s_total: float
-    tpot_s: float
-    ttft_s: float
-    reason: str = Field(description="diminishing returns, memory, engine max batch, token budget.")
-    rule: str = KNEE_RULE
-
-
-class MaxThroughput(BaseModel):
+class MaxThroughput(Served):
     """Offline maximum output throughput (all requests queued)."""
 
-    model_config = ConfigDict(frozen=True)
-    model: str
-    gpu: str
-    engine: str
-    precision: str
-    tp: int
-    pp: int
-    ep: int
     prompt_tokens: int
     output_tokens: int
     concurrency: int = Field(description="Concurrency at which it is reached (the limit).")
@@ -118,13 +106,17 @@ class MaxThroughput(BaseModel):
     warnings: list[str]
 
 
+MAX_SLO_S = 1e9      # a latency target beyond ~30 years is no target; larger ones overflow in ms
+
+
 def check_positive_int(*, optional: tuple[str, ...] = (), **values) -> None:
     """Each value a positive integer (None allowed for the names in `optional`)."""
     for name, v in values.items():
         if v is None and name in optional:
             continue
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
-            raise PerfModelError(f"{name} must be a positive integer, got {v!r}")
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 < v <= MAX_COUNT:
+            raise PerfModelError(f"{name} must be a positive integer up to {MAX_COUNT:.0e}, "
+                                 f"got {v!r:.40}")
 
 
 def check_slo(*, optional: bool = True, **values) -> None:
@@ -133,8 +125,17 @@ def check_slo(*, optional: bool = True, **values) -> None:
         if v is None and optional:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
-                or not math.isfinite(float(v)) or v <= 0:
-            raise PerfModelError(f"{name} must be a positive number of seconds, got {v!r}")
+                or not math.isfinite(as_float(v)) or not 0 < v <= MAX_SLO_S:
+            raise PerfModelError(f"{name} must be a positive number of seconds up to "
+                                 f"{MAX_SLO_S:.0e}, got {v!r:.40}")
+
+
+def as_float(v) -> float:
+    """float(v), or inf for an integer too large for a float (10**400)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf
 
 
 def check_shape(sc: Scenario, prompt: int, output: int, longest_prompt=None, longest_output=None):
@@ -155,16 +156,21 @@ def doubling_grid(limit: int) -> np.ndarray:
 
 
 def _setup(model, gpu, weights, kv, activations, engine, tp, pp, ep, prompt, output,
-           profile, hardware_dir, longest_prompt=None, longest_output=None, **lim_kw):
-    check_positive_int(prompt=prompt, output=output, tp=tp, pp=pp, ep=ep,
-                       longest_prompt=longest_prompt, longest_output=longest_output,
-                       max_batch=lim_kw.get("max_batch"),
-                       optional=("longest_prompt", "longest_output", "max_batch"))
+           profile, hardware_dir, longest_prompt=None, longest_output=None, ttft_slo_s=None,
+           tpot_slo_s=None, dp=1, **lim_kw):
+    """Validate the inputs once (as a Query), resolve the ids, and find the limits."""
+    q = make_query(model=model, gpu=gpu, weights=weights, kv=kv, activations=activations,
+                   engine=engine, tp=tp, pp=pp, ep=ep, dp=dp, prompt_tokens=prompt, output_tokens=output,
+                   longest_prompt_tokens=longest_prompt, longest_output_tokens=longest_output,
+                   ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, profile=profile,
+                   hardware_dir=hardware_dir)
+    check_positive_int(max_batch=lim_kw.get("max_batch"), optional=("max_batch",))
     if lim_kw.get("chunked_prefill") not in (None, True, False):
         raise PerfModelError("chunked_prefill must be True, False or None")
-    sc, warnings, assumptions = resolve(model, gpu, weights=weights, kv=kv,
-                                        activations=activations, engine=engine, tp=tp, pp=pp,
-                                        ep=ep, profile=profile, hardware_dir=hardware_dir)
+    sc, warnings, assumptions = resolve(q.model, q.gpu, weights=q.weights, kv=q.kv,
+                                        activations=q.activations, engine=q.engine, tp=q.tp,
+                                        pp=q.pp, ep=q.ep, dp=q.dp, profile=q.profile,
+                                        hardware_dir=q.hardware_dir)
     check_shape(sc, prompt, output, longest_prompt, longest_output)
     lim = limits(sc, prompt, output, longest_prompt=longest_prompt,
                  longest_output=longest_output, **lim_kw)
@@ -192,13 +198,13 @@ def serve_curve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
                 tpot_slo_s: float | None = None, chunked_prefill: bool | None = None,
                 max_batch: int | None = None, longest_prompt: int | None = None,
                 longest_output: int | None = None, profile=None,
-                hardware_dir: str | None = None) -> ServeCurve:
-    """The latency-throughput curve of one replica (see the module docstring)."""
-    check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
+                hardware_dir: str | None = None, dp: int = 1) -> ServeCurve:
+    """The latency-throughput curve of one replica (see the module docstring); dp: attention
+    data-parallel groups (concurrency counts all of them)."""
     sc, lim, warnings, assumptions = _setup(
         model, gpu, weights, kv, activations, engine, tp, pp, ep, prompt, output, profile,
-        hardware_dir, longest_prompt, longest_output, max_batch=max_batch,
-        chunked_prefill=chunked_prefill)
+        hardware_dir, longest_prompt, longest_output, ttft_slo_s, tpot_slo_s, dp=dp,
+        max_batch=max_batch, chunked_prefill=chunked_prefill)
     if concurrencies is not None:
         if not len(concurrencies):
             raise PerfModelError("concurrencies must be a non-empty list of positive integers")
@@ -234,7 +240,7 @@ def serve_curve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
             meets_slo=meets))
     return ServeCurve(
         model=sc.model.id, gpu=sc.hw.id, engine=sc.engine.id, precision=sc.precision.label,
-        tp=tp, pp=pp, ep=ep, num_gpus=tp * pp, prompt_tokens=prompt, output_tokens=output,
+        tp=tp, pp=pp, ep=ep, num_gpus=sc.dep.num_gpus, prompt_tokens=prompt, output_tokens=output,
         batching="static" if lim.static else "continuous", mixed_prefill=lim.mixed,
         max_concurrency=lim.limit, kv_max_concurrency=lim.kv_max, limited_by=lim.limited_by,
         ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, goodput_rps=goodput, points=points,
@@ -242,42 +248,31 @@ def serve_curve(model, gpu, *, weights: str = "bf16", kv: str | None = None,
 
 
 def _check_finite(cv: Curve) -> None:
-    for name in ("ttft_s", "tpot_s", "e2e_s", "output_tok_s_total", "rate_rps"):
-        if not np.all(np.isfinite(getattr(cv, name))):   # a defect, not bad input
-            raise ArithmeticError(f"non-finite {name} in the serving curve")
+    require_finite("serving curve", **{k: getattr(cv, k) for k in
+                                       ("ttft_s", "tpot_s", "e2e_s", "output_tok_s_total", "rate_rps")})
 
 
-def find_knee(curve_: ServeCurve, gain: float = KNEE_GAIN) -> Knee:
-    """The knee of the curve by KNEE_RULE, over its fitting points in concurrency order."""
-    pts = [p for p in curve_.points if p.fits]
-    if not pts:
-        return Knee(concurrency=None, output_tok_s_total=0.0, tpot_s=0.0, ttft_s=0.0,
-                    reason="nothing fits")
-    for a, b in zip(pts, pts[1:]):
-        doubled = b.concurrency >= 2 * a.concurrency
-        if doubled and b.output_tok_s_total < (1.0 + gain) * a.output_tok_s_total \
-                and b.tpot_s > a.tpot_s:
-            return Knee(concurrency=a.concurrency, output_tok_s_total=a.output_tok_s_total,
-                        tpot_s=a.tpot_s, ttft_s=a.ttft_s, reason="diminishing returns")
-    last = pts[-1]
-    reason = curve_.limited_by if last.concurrency >= curve_.max_concurrency else "end of grid"
-    return Knee(concurrency=last.concurrency, output_tok_s_total=last.output_tok_s_total,
-                tpot_s=last.tpot_s, ttft_s=last.ttft_s, reason=reason)
+def find_knee(curve_: ServeCurve, gain: float = KNEE_MIN_GAIN) -> Knee:
+    """The knee of the curve by the one rule (serving/knee.py), over its fitting points."""
+    pts = [KneePoint(concurrency=p.concurrency, output_tok_s_total=p.output_tok_s_total,
+                     e2e_s=p.e2e_s, ttft_s=p.ttft_s, tpot_s=p.tpot_s)
+           for p in curve_.points if p.fits]
+    return knee_of(pts, gain, limit=curve_.max_concurrency, limited_by=curve_.limited_by)
 
 
 def max_throughput(model, gpu, *, weights: str = "bf16", kv: str | None = None,
                    activations: str | None = None, engine: str = "trtllm", tp: int = 1,
                    pp: int = 1, ep: int = 1, prompt: int = 128, output: int = 128,
                    max_batch: int | None = None, chunked_prefill: bool | None = None,
-                   profile=None, hardware_dir: str | None = None) -> MaxThroughput:
+                   profile=None, hardware_dir: str | None = None, dp: int = 1) -> MaxThroughput:
     """Offline max throughput: output tok/s at the largest concurrency the replica holds
     (KV memory at prompt+output, the engine's batch cap, its token budget)."""
     sc, lim, warnings, _ = _setup(model, gpu, weights, kv, activations, engine, tp, pp, ep,
-                                  prompt, output, profile, hardware_dir, max_batch=max_batch,
-                                  chunked_prefill=chunked_prefill)
+                                  prompt, output, profile, hardware_dir, dp=dp,
+                                  max_batch=max_batch, chunked_prefill=chunked_prefill)
     if lim.limit == 0:
         raise PerfModelError(f"{sc.model.id} with {sc.precision.label} does not fit on "
-                             f"{tp * pp} x {sc.hw.id} with even one {lim.context}-token sequence")
+                             f"{sc.dep.num_gpus} x {sc.hw.id} with even one {lim.context}-token sequence")
     cv = curve(sc, [float(lim.limit)], prompt, output, lim)
     _check_finite(cv)
     return MaxThroughput(

@@ -26,6 +26,7 @@ output ends and returns them all together; nobody joins a running batch.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -179,11 +180,12 @@ class _Sim:
         chunks = []
         if pol.mixed or prefill_turn:
             spare = self._free() - grow
-            for i in partial:
-                c = min(self.need[i] - self.done[i], left)
+            bs = pol.block_tokens
+            for i in partial.tolist():
+                c = min(float(self.need[i] - self.done[i]), left)
                 if c <= 0 or (not pol.chunked and c < self.need[i] - self.done[i]):
                     break
-                extra = float(self._blocks_for(self.ctx[i] + c) - self.blocks[i])
+                extra = math.ceil((float(self.ctx[i]) + c) / bs) - float(self.blocks[i])
                 if extra > spare:
                     break
                 chunks.append((int(i), c))
@@ -192,10 +194,10 @@ class _Sim:
             while (self.waiting and left > 0 and len(self.running) < pol.max_seqs
                    and not preempted):     # vLLM admits nobody in a step that preempted
                 i = self.waiting[0]
-                c = min(self.need[i] - self.done[i], left)
+                c = min(float(self.need[i] - self.done[i]), left)
                 if not pol.chunked and c < self.need[i] - self.done[i]:
                     break
-                extra = float(self._blocks_for(self.ctx[i] + c) - self.blocks[i])
+                extra = math.ceil((float(self.ctx[i]) + c) / bs) - float(self.blocks[i])
                 if extra > spare or (pol.reserve_output and not self._reservable(i)):
                     break
                 self.waiting.popleft()
@@ -218,7 +220,8 @@ class _Sim:
             return False
         if self.pol.reserve_output and not self._reservable(i):
             return False
-        return float(self._blocks_for(self.ctx[i] + c) - self.blocks[i]) <= self._free()
+        return (math.ceil((float(self.ctx[i]) + c) / self.pol.block_tokens)
+                - float(self.blocks[i])) <= self._free()
 
     def _reservable(self, i: int) -> bool:
         run = self._run()
@@ -248,6 +251,8 @@ class _Sim:
         g(j) <= free is q bs + min(e_(rem), bs - 1), q = free // d, rem = free - q d."""
         bs, d = self.pol.block_tokens, dec.size
         free = int(round(self._free()))
+        if free >= d * (k // bs + 1):       # every sequence can grow k tokens: no search
+            return k
         q, rem = divmod(max(free, 0), d)
         e = self.blocks[dec] * bs - self.ctx[dec]
         r = min(float(np.partition(e, rem)[rem]), bs - 1.0)
@@ -257,34 +262,34 @@ class _Sim:
         idx = np.asarray(idx, dtype=int)
         done = idx[self.gen[idx] >= self.out[idx]].tolist() if idx.size else []
         if done:
-            gone = set(done)
-            self.running = [r for r in self.running if r not in gone]
-            self._run_arr = None
+            run = self._run()
+            self._run_arr = run[~np.isin(run, done)]
+            self.running = self._run_arr.tolist()
             for i in done:
                 self._finish(i, self.t)
 
     def _step(self, dec: np.ndarray, chunks: list) -> None:
-        sizes = [c for _, c in chunks]
-        finishing = sum(1 for i, c in chunks if self.done[i] + c >= self.need[i])
-        dur = self.cost.step_s(dec.size, float(np.sum(self.ctx[dec])), sizes,
-                               [self.ctx[i] for i, _ in chunks], finishing)
-        self._record(dec.size, float(sum(sizes)), 1, dur)
+        idx = np.fromiter((i for i, _ in chunks), dtype=int, count=len(chunks))
+        size = np.fromiter((c for _, c in chunks), dtype=float, count=len(chunks))
+        ends = self.done[idx] + size >= self.need[idx]
+        dur = self.cost.step_s(dec.size, float(np.sum(self.ctx[dec])), size.tolist(),
+                               self.ctx[idx].tolist(), int(np.count_nonzero(ends)))
+        self._record(dec.size, float(size.sum()), 1, dur)
         self.t += dur
         if dec.size:
             self.tr.itl_values.append(np.array([dur]))
             self.tr.itl_weights.append(dec.size)
             self._set_ctx(dec, self.ctx[dec] + 1)
             self.gen[dec] += 1
-        firsts = []
-        for i, c in chunks:
-            self.done[i] += c
-            self._set_ctx(i, self.ctx[i] + c)
-            if self.done[i] >= self.need[i]:
-                self.gen[i] += 1
-                firsts.append(i)
-                if np.isnan(self.tr.first_s[i]):
-                    self.tr.first_s[i] = self.t
-        self._retire(list(dec) + firsts)
+        if idx.size:
+            self.done[idx] += size
+            self._set_ctx(idx, self.ctx[idx] + size)
+            firsts = idx[ends]
+            self.gen[firsts] += 1
+            new = firsts[np.isnan(self.tr.first_s[firsts])]
+            self.tr.first_s[new] = self.t
+            dec = np.concatenate([dec, firsts])
+        self._retire(dec)
 
     def _record(self, d, p, steps, dur) -> None:
         self.tr.segments.append((self.t, dur, steps, d, p, len(self.waiting), self.used_blocks))

@@ -17,12 +17,13 @@ context: conservative for sliding-window models), in blocks of the engine's page
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.errors import PerfModelError
-from perfmodel.core.memory import kv_cache_bytes
+from perfmodel.core.memory import kv_cache_bytes, linear_state_bytes
 from perfmodel.core.predict import Scenario
 from perfmodel.serving import stepcost
 from perfmodel.serving.batching import capacity_bytes, loaded_bytes
@@ -58,6 +59,8 @@ class ServePoint(BaseModel):
     ttft_p50_s: float | None = None
     ttft_p90_s: float | None = None
     ttft_p99_s: float | None = None
+    ttft_mean_s: float | None = None
+    tpot_mean_s: float | None = None
     tpot_p50_s: float | None = None
     tpot_p90_s: float | None = None
     itl_p50_s: float | None = None
@@ -70,7 +73,8 @@ class ServePoint(BaseModel):
     request_rate_rps: float | None = None
     wall_s: float | None = None
     preemptions: int = 0
-    max_running: int = 0
+    max_running: int = Field(default=0, description="most sequences running at once")
+    kv_capacity_tokens: int | None = Field(default=None, description="KV pool in tokens (per GPU)")
     goodput_rps: float | None = Field(default=None, description="requests meeting the SLOs per second")
     slo_attainment: float | None = Field(default=None, description="share of requests meeting the SLOs")
     timeline: ServeTimeline | None = None
@@ -92,18 +96,60 @@ def _weighted_pct(values: np.ndarray, weights: np.ndarray, p: float) -> float | 
     return float(vlo + (vhi - vlo) * (rank - lo))
 
 
+UNBOUNDED_BLOCKS = 1 << 40   # a pool no request can exhaust (a model without per-token KV)
+
+
 class _Kv:
-    """KV pool of one run: blocks, page size, tokens, or why nothing fits."""
+    """KV pool of one run: blocks, page size, tokens, or why nothing fits.
+
+    Hybrid models (linear-attention layers: Qwen3-Next/3.5, ...) hold a constant recurrent
+    state per sequence besides the per-token KV of their full-attention layers; the engines
+    keep it in its own per-sequence pool (SGLang's mamba/state pool, vLLM's hybrid KV manager).
+    The `seqs` resident sequences' states come off the memory first; the blocks hold only the
+    per-token KV (counting the state once per token made the pool thousands of times too small)."""
 
     def __init__(self, sc: Scenario, seqs: float, context: int):
         bs = sc.engine.kv_block_tokens
         loaded = float(loaded_bytes(sc, seqs, context))
-        pool = float(capacity_bytes(sc, seqs, context)) - loaded
-        per_token = float(kv_cache_bytes(sc.model, sc.precision, batch=1, context=1, dep=sc.dep))
+        state = float(linear_state_bytes(sc.model, sc.precision, batch=1, dep=sc.dep))
+        pool = float(capacity_bytes(sc, seqs, context)) - loaded - seqs * state
+        per_token = float(kv_cache_bytes(sc.model, sc.precision, batch=1, context=1,
+                                         dep=sc.dep)) - state
         self.block_tokens = bs
-        self.blocks = max(0, int(pool // (per_token * bs))) if pool > 0 else 0
+        if pool <= 0:
+            self.blocks = 0
+        elif per_token <= 0:               # no full-attention layer: only the states bind
+            self.blocks = UNBOUNDED_BLOCKS
+        else:
+            self.blocks = int(pool // (per_token * bs))
         self.tokens = self.blocks * bs
         self.pool_bytes, self.loaded_bytes = pool, loaded
+
+
+def on_server(sc: Scenario) -> Scenario:
+    """The scenario with the engine's online-server scheduler (EngineProfile.server_scheduler)
+    in place of its offline one: a serving benchmark talks to a server. Idempotent."""
+    srv = sc.engine.server_scheduler
+    if srv is None:
+        return sc
+    eng = sc.engine.model_copy(update={"scheduler": srv, "server_scheduler": None})
+    return replace(sc, engine=eng)
+
+
+def with_scheduler(sc: Scenario, *, max_num_seqs: int | None = None,
+                   max_num_batched_tokens: int | None = None) -> Scenario:
+    """The scenario with the engine's scheduler limits overridden (on every GPU size)."""
+    upd = {}
+    if max_num_seqs is not None:
+        upd.update(max_num_seqs=max_num_seqs, small_gpu_max_num_seqs=max_num_seqs,
+                   seqs_divided_by_pp=False)
+    if max_num_batched_tokens is not None:
+        upd.update(max_num_batched_tokens=max_num_batched_tokens,
+                   small_gpu_max_num_batched_tokens=max_num_batched_tokens)
+    if not upd:
+        return sc
+    sched = sc.engine.scheduler.model_copy(update=upd)
+    return replace(sc, engine=sc.engine.model_copy(update={"scheduler": sched}))
 
 
 def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
@@ -158,6 +204,7 @@ def _cost(sc: Scenario, wls: list[ServeWorkload], pols: list[Policy]) -> stepcos
 def simulate_points(sc: Scenario, workloads: list[ServeWorkload], *, ttft_slo_s: float | None = None,
                     tpot_slo_s: float | None = None, timeline: bool = False) -> list[ServePoint]:
     """Simulate each workload on the scenario (one step-cost surface for all of them)."""
+    sc = on_server(sc)
     plans = [_policy(sc, wl) for wl in workloads]
     runnable = [(wl, p[0]) for wl, p in zip(workloads, plans) if p[0] is not None]
     cost = _cost(sc, [w for w, _ in runnable], [p for _, p in runnable]) if runnable else None
@@ -193,6 +240,7 @@ def _summarize(tr: Trace, req: Requests, pol: Policy, head: dict, fits: bool, re
     slo = ttft_slo_s is not None or tpot_slo_s is not None
     vals = dict(
         ttft_p50_s=_pct(ttft, 50), ttft_p90_s=_pct(ttft, 90), ttft_p99_s=_pct(ttft, 99),
+        ttft_mean_s=float(np.mean(ttft)), tpot_mean_s=float(np.mean(tpot)) if tpot.size else None,
         tpot_p50_s=_pct(tpot, 50), tpot_p90_s=_pct(tpot, 90),
         itl_p50_s=_weighted_pct(itl_v, itl_w, 50), itl_p90_s=_weighted_pct(itl_v, itl_w, 90),
         itl_p99_s=_weighted_pct(itl_v, itl_w, 99),
@@ -207,7 +255,8 @@ def _summarize(tr: Trace, req: Requests, pol: Policy, head: dict, fits: bool, re
                              "(zero-length run): check the workload")
     tl = _timeline(tr, pol) if timeline else None
     return ServePoint(**head, fits=fits, reason=reason, preemptions=tr.preemptions,
-                      max_running=tr.max_running, timeline=tl, **vals)
+                      max_running=tr.max_running, kv_capacity_tokens=pol.total_blocks * pol.block_tokens,
+                      timeline=tl, **vals)
 
 
 def _timeline(tr: Trace, pol: Policy) -> ServeTimeline:

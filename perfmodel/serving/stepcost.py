@@ -15,7 +15,9 @@ interpolation. For a plain decode or prefill step the split is an identity (test
 core.predict.step).
 
 Pipeline parallelism (pp > 1): as in core.predict.step, m = min(sequences, pp) micro-batches
-keep the stages busy; the step runs at 1/m of its rows plus (pp - 1) hand-offs.
+keep the stages busy; the step runs at the heaviest micro-batch's rows, 1/m of the decode
+rows plus max(prompt rows / m, largest chunk) (a chunk runs inside one micro-batch:
+batching.heavy_prompt_rows), plus (pp - 1) hand-offs.
 """
 
 from __future__ import annotations
@@ -77,17 +79,20 @@ class StepCost:
         `chunks` over `chunk_ctx` cached tokens, `finishing` chunks ending a prompt."""
         seqs = d + len(chunks)
         m = float(min(max(seqs, 1), self.pp))
-        M = (d + float(sum(chunks))) / m
+        # the heaviest micro-batch sets the pace: a chunk is never cut across micro-batches
+        M = d / m + (max(float(sum(chunks)) / m, float(max(chunks))) if chunks else 0.0)
         gpu = _interp1(self._rows, self._body, M) + _interp1(self._rows, self._head, (d + finishing) / m)
         gpu += self.attn_fixed_s
         if d:
             gpu += _bilinear1(self._drows, self._dctx, self._dattn, d / m, sum_ctx / d)
         if len(chunks) > 8:
             c = np.asarray(chunks, dtype=float)
-            gpu += float(np.sum(self.chunk_attn(c, np.asarray(chunk_ctx, dtype=float)))) / m
+            each = self.chunk_attn(c, np.asarray(chunk_ctx, dtype=float)).tolist()
         else:
-            for c, s0 in zip(chunks, chunk_ctx):
-                gpu += _bilinear1(self._chunk, self._cctx, self._cattn, float(c), float(s0)) / m
+            each = [_bilinear1(self._chunk, self._cctx, self._cattn, float(c), float(s0))
+                    for c, s0 in zip(chunks, chunk_ctx)]
+        if each:
+            gpu += max(sum(each) / m, max(each))     # the heaviest micro-batch, as for M
         gpu += self.hop[0] * M + self.hop[1]
         return max(gpu, self.cpu_s) + self.overhead_s
 

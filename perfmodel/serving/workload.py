@@ -30,7 +30,7 @@ from perfmodel.core.errors import PerfModelError, pydantic_message
 
 DEFAULT_PROMPTS_PER_SLOT = 10   # InferenceMAX: --num-prompts = 10 x max concurrency (assumption)
 DEFAULT_OPEN_LOOP_REQUESTS = 1000  # vLLM bench serve --num-prompts default
-MAX_REQUESTS = 1_000_000        # a simulation of more requests than this is a typo
+MAX_REQUESTS = 200_000          # beyond this a simulation takes minutes (about 50 us a request)
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,8 @@ class ServeWorkload(BaseModel):
     num_requests: int | None = Field(
         default=None, gt=0, le=MAX_REQUESTS,
         description=f"requests sent (closed loop default {DEFAULT_PROMPTS_PER_SLOT} x concurrency)")
-    rate_rps: float | None = Field(default=None, gt=0, description="open loop: mean arrivals per second")
-    burstiness: float = Field(default=1.0, gt=0, description="gamma shape k (1: Poisson)")
+    rate_rps: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="open loop: mean arrivals per second")
+    burstiness: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="gamma shape k (1: Poisson)")
     range_ratio: float = Field(default=1.0, gt=0, le=1, description="lengths uniform in [ceil(r L), L]")
     prefix_hit: float = Field(default=0.0, ge=0, lt=1, description="share of each prompt already cached")
     trace: tuple[tuple[float, int, int], ...] | None = Field(
@@ -80,6 +80,9 @@ class ServeWorkload(BaseModel):
             raise ValueError("prompt_tokens and output_tokens are required")
         if self.arrival == "closed" and self.concurrency is None:
             raise ValueError("a closed-loop workload needs a concurrency")
+        if self.n_requests > MAX_REQUESTS:
+            raise ValueError(f"{self.n_requests} requests: at most {MAX_REQUESTS} per level "
+                             "(set num_requests)")
         if self.arrival in ("poisson", "gamma") and self.rate_rps is None:
             raise ValueError(f"a {self.arrival} workload needs rate_rps > 0")
         if self.arrival in ("poisson", "gamma") and self.num_requests is None:

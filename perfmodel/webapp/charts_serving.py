@@ -70,11 +70,15 @@ def run_timeline(start_s: Sequence[float], duration_s: Sequence[float],
     return fig
 
 
+MEASURED = dict(symbol="diamond", size=10, color="#222", line=dict(color="#fff", width=1))
+
+
 def latency_percentiles(concurrency: Sequence[int], ttft: dict[str, Sequence[float | None]],
-                        tpot: dict[str, Sequence[float | None]],
-                        fits: Sequence[bool]) -> go.Figure:
+                        tpot: dict[str, Sequence[float | None]], fits: Sequence[bool],
+                        measured: Sequence | None = None) -> go.Figure:
     """TTFT (left) and TPOT (right) in ms against concurrency, one line per percentile
-    ('p50', 'p90', 'p99' -> seconds per level); levels that do not fit are marked with x."""
+    ('p50', 'p90', 'p99' -> seconds per level); levels that do not fit are marked with x.
+    `measured`: points with concurrency, ttft_s, tpot_s (measured means), drawn as diamonds."""
     c = np.asarray(concurrency, dtype=float)
     ok = np.asarray(fits, dtype=bool)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT", "TPOT"), horizontal_spacing=0.1)
@@ -86,6 +90,14 @@ def latency_percentiles(concurrency: Sequence[int], ttft: dict[str, Sequence[flo
                 line=dict(dash=DASH.get(pct, "solid")),
                 marker=dict(symbol=np.where(ok, "circle", "x").tolist(), size=8),
                 hovertemplate=f"C=%{{x:.0f}}: {name} {pct} %{{y:.4g}} ms<extra></extra>"),
+                row=1, col=col)
+        if measured:
+            fig.add_trace(go.Scatter(
+                x=[m.concurrency for m in measured],
+                y=[getattr(m, f"{name.lower()}_s") / MS for m in measured], mode="markers",
+                name=f"{name} measured mean", marker=MEASURED,
+                text=[m.label for m in measured],
+                hovertemplate=f"%{{text}}: C=%{{x:.0f}}, {name} %{{y:.4g}} ms<extra></extra>"),
                 row=1, col=col)
         fig.update_xaxes(**log_axis(c, title_text="concurrency"), row=1, col=col)
         fig.update_yaxes(type="log", title_text=f"{name} (ms)", row=1, col=col)
@@ -113,4 +125,36 @@ def throughput(concurrency: Sequence[int], output_tok_s_total: Sequence[float | 
                       yaxis=dict(title="output tok/s", rangemode="tozero"),
                       yaxis2=dict(title="requests/s", overlaying="y", side="right",
                                   rangemode="tozero", showgrid=False), **LAYOUT)
+    return fig
+
+
+ENGINE_COLORS = {"vllm": "#1f77b4", "sglang": "#ff7f0e", "trtllm": "#2ca02c"}
+
+
+def ratio_vs_concurrency(rows: Sequence, metric: str) -> go.Figure:
+    """Predicted / measured of the serving validation rows ('ttft' or 'tpot') against the
+    measured concurrency, one colour per engine, log-log, with the 1 line and +-25% band:
+    where the model's error grows with load. Rows carry concurrency, engine, label, gpu,
+    model, measured_<metric>_s and predicted_<metric>_s."""
+    fig = go.Figure()
+    rows = [r for r in rows if getattr(r, f"measured_{metric}_s") > 0]
+    c_all = [r.concurrency for r in rows] or [1]
+    for eng in sorted({r.engine for r in rows}):
+        sel = [r for r in rows if r.engine == eng]
+        ratio = np.array([getattr(r, f"predicted_{metric}_s") / getattr(r, f"measured_{metric}_s")
+                          for r in sel])
+        fig.add_trace(go.Scatter(
+            x=[r.concurrency for r in sel], y=ratio, mode="markers", name=eng,
+            marker=dict(size=6, opacity=0.6, color=ENGINE_COLORS.get(eng)),
+            text=[f"{r.label}: {r.model} on {r.gpu}" for r in sel],
+            hovertemplate="%{text}<br>C=%{x}: predicted/measured %{y:.3g}<extra></extra>"))
+    lo, hi = min(c_all) / 1.5, max(c_all) * 1.5
+    for y, name, dash in ((1.0, "predicted = measured", "solid"), (1.25, "+-25%", "dot"),
+                          (0.75, None, "dot")):
+        fig.add_trace(go.Scatter(x=[lo, hi], y=[y, y], mode="lines", name=name or "",
+                                 showlegend=name is not None, legendgroup=name or "+-25%",
+                                 line=dict(color="#666", dash=dash), hoverinfo="skip"))
+    fig.update_layout(title=f"{metric.upper()}: predicted / measured against concurrency",
+                      xaxis=log_axis(c_all, title="concurrency"),
+                      yaxis=dict(type="log", title="predicted / measured"), **LAYOUT)
     return fig

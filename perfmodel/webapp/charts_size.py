@@ -12,7 +12,7 @@ from perfmodel.webapp.charts import LAYOUT
 def deployment_label(d) -> str:
     """'h100-sxm x2 (TP2) fp8 vllm': what a ranked row is."""
     shape = [f"TP{d.tp}" if d.tp > 1 else "", f"PP{d.pp}" if d.pp > 1 else "",
-             f"EP{d.ep}" if d.ep > 1 else ""]
+             f"EP{d.ep}" if d.ep > 1 else "", f"DP{d.dp}" if getattr(d, "dp", 1) > 1 else ""]
     shape = " ".join(s for s in shape if s)
     return f"{d.gpu} x{d.count}{f' ({shape})' if shape else ''} {d.precision} {d.engine}"
 

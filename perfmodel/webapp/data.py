@@ -5,20 +5,19 @@ arrays of them; nothing is computed here that perfmodel does not compute.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from types import SimpleNamespace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import streamlit as st
 
 from perfmodel import api
-from perfmodel.api import OpBreakdown, RequestEstimate
-from perfmodel.analysis.endpoint.stats import Knee, find_knee
+from perfmodel.api import Evaluation, OpBreakdown, RequestEstimate
+from perfmodel.core.query import Query, make_query
+from perfmodel.serving.knee import Knee, KneePoint, find_knee
 from perfmodel.core.catalog import load_model
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.memory import MemoryEstimate
-from perfmodel.core.predict import request_times
 from perfmodel.core.specs import HardwareSpec, ModelSpec
 from perfmodel.webapp.state import UIScenario, profile_target, target
 
@@ -26,7 +25,8 @@ CACHE = dict(max_entries=512, show_spinner=False)
 
 
 def api_kwargs(scn: UIScenario) -> dict:
-    """The scenario as keyword arguments of perfmodel.api (upload refs -> file paths)."""
+    """The scenario's ids as keyword arguments (upload refs -> file paths), for the entry
+    points that do not take a Query yet (serve_curve, speculative_estimate, bench)."""
     return dict(model=target(scn.model, "model"), gpu=target(scn.gpu, "gpu"),
                 weights=scn.weights, kv=scn.kv,
                 activations=None if scn.activations == "auto" else scn.activations,
@@ -34,12 +34,22 @@ def api_kwargs(scn: UIScenario) -> dict:
                 profile=profile_target(scn.profile))
 
 
+def ui_query(scn: UIScenario) -> Query:
+    """The scenario as the one Query perfmodel.api evaluates."""
+    return make_query(**api_kwargs(scn), batch=scn.batch, prompt_tokens=scn.prompt,
+                      output_tokens=scn.output)
+
+
+@st.cache_data(**CACHE)
+def evaluation(key: str) -> Evaluation:
+    """perfmodel.api.evaluate for the scenario (both op breakdowns, memory, fits)."""
+    return api.evaluate(ui_query(UIScenario.from_key(key)))
+
+
 @st.cache_data(**CACHE)
 def predict(key: str) -> RequestEstimate:
-    """perfmodel.api.predict_request for the scenario."""
-    scn = UIScenario.from_key(key)
-    return api.predict_request(**api_kwargs(scn), batch=scn.batch, prompt=scn.prompt,
-                               output=scn.output)
+    """The scenario's evaluation as perfmodel.api.predict_request reports it."""
+    return api.request_estimate(evaluation(key))
 
 
 @st.cache_data(**CACHE)
@@ -58,11 +68,7 @@ def model_spec(key: str) -> ModelSpec:
 @st.cache_data(**CACHE)
 def prefill_ops(key: str) -> list[OpBreakdown]:
     """Per-op breakdown of the prefill step (predict() reports the decode step)."""
-    scn = UIScenario.from_key(key)
-    kw = api_kwargs(scn)
-    sc, _, _ = api.resolve(kw.pop("model"), kw.pop("gpu"), **kw)
-    predict(key)                                    # validates the scenario first
-    return api.op_breakdown(request_times(sc, scn.batch, scn.prompt, scn.output).prefill.ops)
+    return evaluation(key).prefill_ops
 
 
 @dataclass(frozen=True)
@@ -80,57 +86,48 @@ class Curve:
     knee: Knee | None = None
 
 
-def _curve(scn: UIScenario, batch, prompt, output, x) -> tuple:
-    kw = api_kwargs(scn)
-    sc, _, _ = api.resolve(kw.pop("model"), kw.pop("gpu"), **kw)
-    rt = request_times(sc, batch, prompt, output)
-    shape = np.shape(x)
-    out = {k: np.broadcast_to(np.asarray(getattr(rt, k), dtype=float), shape).copy()
-           for k in ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s_per_user", "output_tok_s_total")}
-    out["bound"] = np.broadcast_to(np.asarray(rt.step.bound, dtype=object), shape).copy()
-    return sc, out
+METRICS = ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s_per_user", "output_tok_s_total")
+
+
+def _curve(scn: UIScenario, **arrays) -> Curve:
+    """One vectorized perfmodel.api.evaluate over the array given."""
+    (name, x), = arrays.items()
+    ev = api.evaluate(ui_query(scn), **{name: x})
+    return Curve(x=np.asarray(x, dtype=float), fits=np.asarray(ev.fits, dtype=bool),
+                 bound=ev.bound, **{k: getattr(ev, k) for k in METRICS})
 
 
 @st.cache_data(**CACHE)
 def batch_curve(key: str, batches: tuple[int, ...]) -> Curve:
     """Metrics vs batch at the scenario's prompt/output (one vectorized perfmodel call),
-    whether each batch fits (perfmodel's max batch at this context), and the knee by the
-    same rule perfmodel.analysis.endpoint uses on measurements."""
+    whether each batch fits in memory, and the knee by perfmodel's one rule."""
     scn = UIScenario.from_key(key)
-    predict(key)                                    # validates the scenario first
-    b = np.asarray(batches, dtype=float)
-    _, m = _curve(scn, b, scn.prompt, scn.output, b)
-    mem = memory_at(key, 1, scn.prompt + scn.output)
-    fits = b <= mem.max_batch
-    levels = [(int(bi), SimpleNamespace(output_tok_s=float(t), e2e_p50_s=float(e), ok=1))
-              for bi, t, e, f in zip(b, m["output_tok_s_total"], m["e2e_s"], fits) if f]
-    knee = find_knee(levels) if len(levels) >= 2 else None
-    return Curve(x=b, fits=fits, knee=knee, **m)
+    evaluation(key)                                 # validates the scenario first
+    cv = _curve(scn, batch=np.asarray(batches, dtype=np.int64))
+    points = [KneePoint(concurrency=int(b), output_tok_s_total=float(t), e2e_s=float(e))
+              for b, t, e, f in zip(cv.x, cv.output_tok_s_total, cv.e2e_s, cv.fits) if f]
+    knee = find_knee(points) if len(points) >= 2 else None
+    return replace(cv, knee=knee)
 
 
 @st.cache_data(**CACHE)
 def context_curve(key: str, prompts: tuple[int, ...]) -> Curve:
     """Metrics vs prompt length at the scenario's batch and output length."""
     scn = UIScenario.from_key(key)
-    predict(key)                                    # validates the scenario first
+    evaluation(key)                                 # validates the scenario first
     limit = model_spec(key).max_context - scn.output
-    p = np.asarray([x for x in prompts if 0 < x <= limit], dtype=float)
+    p = np.asarray([x for x in prompts if 0 < x <= limit], dtype=np.int64)
     if not p.size:
         raise PerfModelError(f"no prompt length fits the model's context with {scn.output} output tokens")
-    _, m = _curve(scn, scn.batch, p, scn.output, p)
-    mem = memory_at(key, scn.batch, scn.output + 1)
-    fits = (p + scn.output) <= mem.max_context
-    return Curve(x=p, fits=fits, **m)
+    return _curve(scn, prompt_tokens=p)
 
 
 @st.cache_data(**CACHE)
 def memory_at(key: str, batch: int, context: int) -> MemoryEstimate:
     """perfmodel.api.memory at this batch and context (per GPU)."""
-    scn = UIScenario.from_key(key)
-    kw = api_kwargs(scn)
-    for k in ("activations", "ep", "profile"):
-        kw.pop(k)
-    return api.memory(**kw, batch=batch, context=context)
+    q = ui_query(UIScenario.from_key(key))
+    return api.memory_of(q.with_(activations=None, ep=1, profile=None, batch=batch,
+                                 context_tokens=context))
 
 
 def memory_curve(key: str, contexts: tuple[int, ...]) -> list[MemoryEstimate]:

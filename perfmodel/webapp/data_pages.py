@@ -3,25 +3,30 @@ perfmodel's typed results back)."""
 
 from __future__ import annotations
 
+
 import streamlit as st
 
-from perfmodel.core.units import MS
-from perfmodel.webapp.data import CACHE, api_kwargs
+from perfmodel.webapp.data import CACHE, ui_query
 from perfmodel.webapp.state import UIScenario, profile_target, target
 
 
 @st.cache_data(**CACHE)
 def serve(key: str, concurrencies: tuple[int, ...]):
-    """perfmodel.serving.curve.serve_curve at these concurrencies, and its knee."""
-    from perfmodel.serving.curve import find_knee, serve_curve
+    """perfmodel.api.serve (the simulated closed-loop benchmark) at these concurrencies, and
+    its knee by the one rule (perfmodel.serving.knee), read on p50 latencies as for measured
+    curves (None when fewer than two levels ran)."""
+    from perfmodel import api
+    from perfmodel.serving.knee import KneePoint, find_knee
 
     scn = UIScenario.from_key(key)
-    curve = serve_curve(**api_kwargs(scn), prompt=scn.prompt, output=scn.output,
-                        concurrencies=list(concurrencies))
-    return curve, find_knee(curve)
+    rep = api.serve(ui_query(scn), concurrencies=list(concurrencies))
+    ran = [KneePoint(concurrency=p.concurrency, output_tok_s_total=p.output_tok_s_total,
+                     e2e_s=p.e2e_p50_s, ttft_s=p.ttft_p50_s, tpot_s=p.tpot_p50_s)
+           for p in rep.points if p.fits and p.output_tok_s_total and p.e2e_p50_s is not None]
+    return rep, (find_knee(ran) if len(ran) >= 2 else None)
 
 
-SIZING_FIELDS = ("size_rate", "size_ttft_ms", "size_tpot_ms", "size_gpus", "size_precisions",
+SIZING_FIELDS = ("size_rate", "size_ttft_slo_s", "size_tpot_slo_s", "size_gpus", "size_precisions",
                  "size_engines", "size_max_gpus")
 
 
@@ -32,7 +37,7 @@ def sizing(key: str):
 
     scn = UIScenario.from_key(key)
     return size(target(scn.model, "model"), rate_rps=scn.size_rate, prompt=scn.prompt,
-                output=scn.output, ttft_slo_s=scn.size_ttft_ms * MS, tpot_slo_s=scn.size_tpot_ms * MS,
+                output=scn.output, ttft_slo_s=scn.size_ttft_slo_s, tpot_slo_s=scn.size_tpot_slo_s,
                 gpus=list(scn.size_gpus) or None, precisions=list(scn.size_precisions) or None,
                 engines=list(scn.size_engines) or None, max_gpus=scn.size_max_gpus,
                 profile=profile_target(scn.profile))
@@ -112,6 +117,16 @@ def simulate(key: str, levels: tuple[int, ...], num_requests: int, range_ratio: 
     from perfmodel import api
 
     scn = UIScenario.from_key(key)
-    return api.serve(**api_kwargs(scn), prompt_tokens=scn.prompt, output_tokens=scn.output,
-                     concurrencies=list(levels), num_requests=num_requests or None,
-                     range_ratio=range_ratio, prefix_hit=prefix_hit, timeline=True)
+    q = ui_query(scn).with_(num_requests=num_requests or None, range_ratio=range_ratio,
+                            prefix_hit=prefix_hit)
+    return api.serve(q, concurrencies=list(levels), timeline=True)
+
+
+@st.cache_data(**CACHE)
+def measured_serving(key: str):
+    """Measured serving points (data/serving) of exactly the scenario's configuration."""
+    from perfmodel.analysis.validation.serving_run import measured_points
+
+    scn = UIScenario.from_key(key)
+    return measured_points(scn.model, scn.gpu, scn.engine, scn.weights, tp=scn.tp, pp=scn.pp,
+                           ep=scn.ep, prompt=scn.prompt, output=scn.output)

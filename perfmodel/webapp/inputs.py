@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from perfmodel.core.catalog import list_models
 from perfmodel.core.engines import ENGINES
+from perfmodel.core.query import field_help, field_label
 from perfmodel.core.errors import PerfModelError, pydantic_message
 from perfmodel.core.hardware import list_gpus
 from perfmodel.webapp import state
@@ -93,15 +94,23 @@ def _remember(kind: str, ref: str) -> None:
         refs[kind].append(ref)
 
 
-def _on_file(kind: str) -> None:
-    """Callback of the config.json / GPU YAML / profile uploaders (runs before the script)."""
-    f = st.session_state.get(f"up_{kind}")
+def store_upload(kind: str, upload_key: str) -> str | None:
+    """The uploader's file saved as an upload ref of `kind` (state.save_upload), or None (no
+    file, or a bad one: its one-line error is shown on the next run)."""
+    f = st.session_state.get(upload_key)
     if f is None:
-        return
+        return None
     try:
-        ref = state.save_upload(kind, f.getvalue(), f.name)
+        return state.save_upload(kind, f.getvalue(), f.name)
     except PerfModelError as exc:
         st.session_state["upload_error"] = str(exc)
+        return None
+
+
+def _on_file(kind: str) -> None:
+    """Callback of the config.json / GPU YAML / profile uploaders (runs before the script)."""
+    ref = store_upload(kind, f"up_{kind}")
+    if ref is None:
         return
     _remember(kind, ref)
     st.session_state[f"w_{kind}"] = ref
@@ -153,36 +162,58 @@ def sidebar(page: str, show_scenario: bool = True) -> UIScenario:
     return new
 
 
+QUERY_OF = {"model": "model", "gpu": "gpu", "tp": "tp", "pp": "pp", "ep": "ep",
+            "weights": "weights", "activations": "activations", "kv": "kv", "engine": "engine",
+            "batch": "batch", "prompt": "prompt_tokens", "output": "output_tokens",
+            "profile": "profile"}
+"""Sidebar widget (UIScenario field) -> the Query field whose title and description label it."""
+
+
+def _bounds(name: str) -> tuple[int, int]:
+    """(min, max) of a UIScenario count field, from its ge/le constraints."""
+    meta = UIScenario.model_fields[name].metadata
+    lo = next(m.ge for m in meta if hasattr(m, "ge"))
+    hi = next(m.le for m in meta if hasattr(m, "le"))
+    return lo, hi
+
+
+def _number(where, name: str, step: int = 1) -> None:
+    """A count input labelled and explained by its Query field; bounds from the UIScenario."""
+    lo, hi = _bounds(name)
+    q = QUERY_OF[name]
+    where.number_input(field_label(q), lo, hi, step=step, key=f"w_{name}", help=field_help(q))
+
+
+def _choice(where, name: str, options: list[str], more_help: str = "", **kw) -> None:
+    """A selectbox labelled and explained by its Query field."""
+    q, key = QUERY_OF[name], f"w_{name}"
+    where.selectbox(field_label(q), _options(options, kw.pop("kind", ""), st.session_state[key]),
+                    key=key, help=field_help(q) + more_help, **kw)
+
+
 def _scenario_widgets(sb) -> None:
     ss = st.session_state
     sb.subheader("Model and hardware")
-    sb.selectbox("Model", _options(model_ids(), "model", ss["w_model"]), key="w_model",
-                 format_func=state.label, help="Catalog architecture, or an uploaded config.json.")
-    sb.selectbox("GPU", _options(gpu_ids(), "gpu", ss["w_gpu"]), key="w_gpu",
-                 format_func=state.label, help="Accelerator datasheet (hardware_db/), or an uploaded YAML.")
-    c1, c2, c3 = sb.columns(3)
-    c1.number_input("TP", 1, state.MAX_GPUS, step=1, key="w_tp", help="Tensor-parallel degree (GPUs per replica's layer).")
-    c2.number_input("PP", 1, state.MAX_GPUS, step=1, key="w_pp", help="Pipeline-parallel degree (stages).")
-    c3.number_input("EP", 1, state.MAX_GPUS, step=1, key="w_ep", help="Expert-parallel degree (MoE, within the TP group).")
+    _choice(sb, "model", model_ids(), " Or an uploaded config.json.", kind="model",
+            format_func=state.label)
+    _choice(sb, "gpu", gpu_ids(), " Or an uploaded YAML.", kind="gpu", format_func=state.label)
+    for col, name in zip(sb.columns(3), ("tp", "pp", "ep")):
+        _number(col, name)
     sb.caption(f"GPUs per replica: {int(ss['w_tp']) * int(ss['w_pp'])} (TP x PP)")
     sb.subheader("Precision and engine")
-    sb.selectbox("Weights", _options(WEIGHT_CHOICES, "", ss["w_weights"]), key="w_weights",
-                 help="Weight storage format (int4 uses group-128 scales unless -gN is given).")
-    sb.selectbox("Activations", _options(ACT_CHOICES, "", ss["w_activations"]), key="w_activations",
-                 help="Matmul input format; auto: fp8 for fp8 weights (W8A8), else 16-bit (weight-only).")
-    sb.selectbox("KV cache", _options(KV_CHOICES, "", ss["w_kv"]), key="w_kv", help="KV-cache storage format.")
-    sb.selectbox("Engine", _options(list(ENGINES), "", ss["w_engine"]), key="w_engine",
-                 help="Engine preset (kernels, launch and CPU overheads, attention kernel, batching).")
+    _choice(sb, "weights", WEIGHT_CHOICES, " int4 uses group-128 scales unless -gN is given.")
+    _choice(sb, "activations", ACT_CHOICES, " auto: fp8 for fp8 weights (W8A8), else 16-bit.")
+    _choice(sb, "kv", KV_CHOICES)
+    _choice(sb, "engine", list(ENGINES),
+            " Kernels, launch and CPU overheads, attention kernel, batching.")
     sb.subheader("Workload")
-    sb.number_input("Batch (sequences)", 1, state.MAX_BATCH, step=1, key="w_batch",
-                    help="Sequences decoded together (or concurrent requests).")
+    _number(sb, "batch")
     c1, c2 = sb.columns(2)
-    c1.number_input("Prompt (tokens)", 1, state.MAX_TOKENS, step=128, key="w_prompt")
-    c2.number_input("Output (tokens)", 1, state.MAX_TOKENS, step=32, key="w_output")
-    profiles = [""] + state.list_profiles()
-    sb.selectbox("Calibration profile", _options(profiles, "profile", ss["w_profile"]), key="w_profile",
-                 format_func=lambda r: "none (datasheet defaults)" if not r else state.label(r),
-                 help="Fitted efficiencies and engine overheads (Calibration page), used on every page.")
+    _number(c1, "prompt", step=128)
+    _number(c2, "output", step=32)
+    _choice(sb, "profile", [""] + state.list_profiles(), " Used on every page (Calibration page).",
+            kind="profile",
+            format_func=lambda r: "none (datasheet defaults)" if not r else state.label(r))
     with sb.expander("Upload a model or GPU file"):
         st.file_uploader("Hugging Face config.json or model YAML", type=["json", "yaml", "yml"],
                          key="up_model", on_change=_on_file, args=("model",))
@@ -227,17 +258,6 @@ def call(fn, *args, where=None, **kw):
         return fn(*args, **kw)
     except PerfModelError as exc:
         (where or st).error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return None
-
-
-def optional(module: str, what: str):
-    """Import a perfmodel module that may not exist yet; a short note on the page if not."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        st.info(f"Not available yet: {what} is still being built.")
         return None
 
 

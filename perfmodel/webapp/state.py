@@ -21,10 +21,10 @@ from typing import Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from perfmodel.core.errors import PerfModelError, pydantic_message
-from perfmodel.core.files import SPEC_MAX_BYTES, parse_text
+from perfmodel.core.files import parse_text
 
 UPLOAD_PREFIX = "upload:"
-MAX_UPLOAD_BYTES = SPEC_MAX_BYTES   # config.json / YAML files are a few kB; loaders cap there too
+MAX_UPLOAD_BYTES = 1_000_000       # specs are a few kB (loaders cap them at SPEC_MAX_BYTES); raw JSON ~0.1 MB
 MAX_TOKENS = 10_000_000             # widget bound; the model's own context limit is checked by perfmodel
 MAX_BATCH = 1_000_000
 MAX_GPUS = 4096
@@ -73,8 +73,8 @@ class UIScenario(BaseModel):
     spec_target: float = Field(default=2.0, gt=0.0, le=100.0, description="Speculative: target speed-up.")
     sweep_over: Literal["batch", "concurrency"] = Field(default="batch", description="Sweep: x axis.")
     size_rate: float = Field(default=10.0, ge=0.0, le=1e6, description="Sizing: requests per second.")
-    size_ttft_ms: float = Field(default=1000.0, gt=0.0, le=1e7, description="Sizing: TTFT target.")
-    size_tpot_ms: float = Field(default=50.0, gt=0.0, le=1e6, description="Sizing: TPOT target.")
+    size_ttft_slo_s: float = Field(default=1.0, gt=0.0, le=1e4, description="Sizing: TTFT target (s).")
+    size_tpot_slo_s: float = Field(default=0.05, gt=0.0, le=1e3, description="Sizing: TPOT target (s).")
     size_gpus: tuple[str, ...] = Field(default=(), max_length=200, description="Sizing: GPUs (empty: all).")
     size_precisions: tuple[str, ...] = Field(default=("bf16", "fp8", "int4"), max_length=20,
                                              description="Sizing: weight[/KV] precisions.")
@@ -142,6 +142,11 @@ LIST_FIELDS = tuple(n for n, f in UIScenario.model_fields.items() if isinstance(
 # --------------------------------------------------------------------------- URL
 
 
+OLD_URL_FIELDS = {"size_ttft_ms": ("size_ttft_slo_s", 1e-3),    # milliseconds -> seconds
+                  "size_tpot_ms": ("size_tpot_slo_s", 1e-3)}
+"""URL keys renamed to the one unit (seconds); old links still load for one release."""
+
+
 def to_query(scn: UIScenario) -> dict[str, str]:
     """The scenario as strings: every core field (so a link survives a change of defaults)
     and the page inputs that differ from their defaults (so links stay short)."""
@@ -158,6 +163,13 @@ def from_query(params: Mapping[str, object]) -> tuple[UIScenario, list[str]]:
     Unknown keys are ignored (Streamlit and browsers add their own)."""
     values: dict[str, object] = {}
     notes: list[str] = []
+    params = dict(params)
+    for old, (new, scale) in OLD_URL_FIELDS.items():   # links made before the rename
+        if old in params and new not in params:
+            try:
+                params[new] = str(float(str(params.pop(old))) * scale)
+            except ValueError:
+                notes.append(f"URL parameter {old} ignored (not a number)")
     for name in FIELDS:
         if name not in params:
             continue

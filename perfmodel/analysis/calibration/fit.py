@@ -1,6 +1,6 @@
 """raw bench result -> calibrated Profile + FitReport (numpy only; no torch).
 
-1. Microbenchmarks give direct estimates (micro.py). mem_bw, gemm_max, gemm_half_m and
+1. Microbenchmarks give direct estimates (micro.py). mem_bw_fraction, gemm_max, gemm_half_m and
    attn_mem are taken as measured. kernel_s (trivial kernels replayed from a graph) is only
    a lower bound for real kernels, so it is a start value that step 3 refines.
 2. Kernel counts of the e2e steps give kernels_per_layer per engine: (kernels - the
@@ -12,7 +12,7 @@
    (hf_generate only), elementwise_traffic and quant_kernel_efficiency (fp8 points only,
    starting at the fp8/bf16 GEMV ratio). Efficiencies without a microbenchmark (a CPU run
    has no launch device timing, ...) start at their defaults and are fitted too, except
-   attn_compute and link, which keep their defaults: see NOT_FITTED.
+   attn_compute and link_fraction, which keep their defaults: see NOT_FITTED.
    A parameter too few points depend on keeps its start value, and the report says so.
 4. Errors on fit and held-out points, beside the datasheet-only prediction (default
    efficiencies, preset engines) of the same points.
@@ -40,7 +40,8 @@ from perfmodel.core.specs import Efficiency, EngineProfile, HardwareSpec, Precis
 PRIOR_MEASURED = 0.15    # log-units prior width around a microbenchmark estimate (~15%)
 PRIOR_KERNEL = 1.0        # kernel_s: trivial kernels only bound real ones from below
 PRIOR_GUESS = 1.0         # around a default or preset (a factor e either way)
-EFF_FIELDS = ("mem_bw", "gemm_max", "gemm_half_m", "attn_compute", "attn_mem", "kernel_s", "link")
+EFF_FIELDS = ("mem_bw_fraction", "gemm_max", "gemm_half_m", "attn_compute", "attn_mem", "kernel_s",
+              "link_fraction")
 ENGINE_FIELDS = ("launch_s", "graph_launch_s", "cpu_overhead_per_step_s", "per_request_overhead_s",
                  "elementwise_traffic", "quant_kernel_efficiency")
 PRIOR_WIDE = {"elementwise_traffic": 2.0}   # unfused chains may move several times the op count
@@ -50,7 +51,7 @@ NOT_FITTED = {
     "attn_compute": "kept its default: the attention records are decode steps (memory-bound), and in "
                     "the e2e prefill points attention time trades off against elementwise traffic, "
                     "so a fitted value would describe this bench's SDPA path, not the card",
-    "link": "kept its default: the bench runs on one device (no collectives)",
+    "link_fraction": "kept its default: the bench runs on one device (no collectives)",
 }
 
 
@@ -61,7 +62,7 @@ def fit_profile(raw: dict, gpu: HardwareSpec | str | None = None, *,
 
     gpu: the card (a HardwareSpec or hardware_db id); None picks it from the raw env (a CPU
     run gets a spec built from its own measurements). base: a profile of the same card whose
-    link fit (efficiency.link, link_latency_s; calibrate/fit_link.py) is carried over, since
+    link fit (efficiency.link_fraction, link_latency_s; calibrate/fit_link.py) is carried over, since
     this single-device bench cannot measure links. Raises PerfModelError on bad input."""
     check_raw(raw)
     hw, how = hardware_for(raw, gpu, hardware_dir)
@@ -69,7 +70,7 @@ def fit_profile(raw: dict, gpu: HardwareSpec | str | None = None, *,
     default = default_efficiency(hw)
     if base is not None and base.gpu not in (None, hw.id):
         raise PerfModelError(f"base profile was fitted on {base.gpu}, not {hw.id}")
-    link = base.efficiency.link if base is not None and base.efficiency is not None else None
+    link = base.efficiency.link_fraction if base is not None and base.efficiency is not None else None
     micro = micro_mod.estimate(raw, hw, default)
     points, notes = pts.e2e_points(raw)
     notes = [f"card: {hw.id} ({how})"] + micro.notes + notes
@@ -139,8 +140,8 @@ def _eff_params(default: Efficiency, micro: micro_mod.MicroEstimates,
     for f in EFF_FIELDS:
         est = micro.eff.get(f)
         kind = "pos" if f in ("gemm_half_m", "kernel_s") else "frac"
-        if f == "link" and link is not None:
-            out.append(_param("efficiency.link", link, kind, PRIOR_GUESS,
+        if f == "link_fraction" and link is not None:
+            out.append(_param("efficiency.link_fraction", link, kind, PRIOR_GUESS,
                               "base profile's link fit (calibrate/fit_link.py)", fixed=True,
                               note="measured"))
         elif f in NOT_FITTED:

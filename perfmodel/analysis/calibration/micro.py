@@ -2,19 +2,20 @@
 
 Each estimate is a value with its source and point count, or None when the section is
 absent (the parameter then starts from perfmodel's default and the fit says so).
-- mem_bw: best streaming read (else copy) of the largest buffer / datasheet bandwidth;
+- mem_bw_fraction: best streaming read (else copy) of the largest buffer / datasheet bandwidth;
   a reduction reads like a decode GEMV reads weights.
 - kernel_s: device time per kernel replayed from a CUDA graph (else eager with the queue
   pre-filled); no device timing on a CPU.
 - launch_s: host enqueue time per eager launch (an engine parameter).
 - gemm_max, gemm_half_m per dtype: least squares on log time of the model's GEMM time
-  t(M) = max(2MNK / (peak * gemm_max * M / (M + half_m)), bytes / (bw * mem_bw)) + fixed_s,
+  t(M) = max(2MNK / (peak * gemm_max * M / (M + half_m)), bytes / (bw * mem_bw_fraction))
+         + fixed_s,
   fixed_s a per-GEMM fixed cost fitted alongside (a GEMV's is several times a trivial
   kernel's; leaving it out would bend the curve to explain it).
   The Efficiency has one curve: the bf16 one (the inference dtype); the others go to meta.
 - attn_mem: decode attention (SDPA default dispatch, one query token) on points whose KV
   read takes >= ATTN_MIN_S (smaller ones measure launch latency, not bandwidth), least squares
-  on log time of t = kv_bytes / (bw * mem_bw * attn_mem) + kernel_s. Decode attention is
+  on log time of t = kv_bytes / (bw * mem_bw_fraction * attn_mem) + kernel_s. Decode attention is
   memory-bound, so attn_compute is not measured here.
 - quant_kernel_efficiency (an engine field): streaming rate of fp8 GEMMs at M <= 16 over
   that of bf16 ones, each the slope of time vs bytes over the layer shapes.
@@ -63,17 +64,18 @@ def estimate(raw: dict, hw: HardwareSpec, default: Efficiency) -> MicroEstimates
     out = MicroEstimates()
     _bandwidth(raw, hw, out)
     _launch(raw, out)
-    mem_bw = out.eff["mem_bw"].value if "mem_bw" in out.eff else default.mem_bw
+    mem_bw_fraction = (out.eff["mem_bw_fraction"].value if "mem_bw_fraction" in out.eff
+                       else default.mem_bw_fraction)
     kernel_s = out.eff["kernel_s"].value if "kernel_s" in out.eff else default.kernel_s
-    _gemm(raw, hw, default, mem_bw, kernel_s, out)
-    _attention(raw, hw, mem_bw, kernel_s, out)
+    _gemm(raw, hw, default, mem_bw_fraction, kernel_s, out)
+    _attention(raw, hw, mem_bw_fraction, kernel_s, out)
     return out
 
 
 def _bandwidth(raw: dict, hw: HardwareSpec, out: MicroEstimates) -> None:
     recs = _records(raw, "bandwidth")
     if not recs:
-        out.notes.append("no bandwidth records: mem_bw starts from the default")
+        out.notes.append("no bandwidth records: mem_bw_fraction starts from the default")
         return
     for kind in ("read", "copy"):
         these = [r for r in recs if r["kind"] == kind]
@@ -81,7 +83,8 @@ def _bandwidth(raw: dict, hw: HardwareSpec, out: MicroEstimates) -> None:
             big = max(r["buffer_bytes"] for r in these)
             best = max(r["bytes"] / r["seconds"] for r in these if r["buffer_bytes"] == big)
             frac = min(best / hw.memory_bandwidth_bytes_per_s, 0.99)
-            out.eff["mem_bw"] = Estimate(frac, f"bandwidth {kind} of {big:.3g} B buffers", len(these))
+            out.eff["mem_bw_fraction"] = Estimate(frac, f"bandwidth {kind} of {big:.3g} B buffers",
+                                                  len(these))
             return
 
 
@@ -127,9 +130,9 @@ def _gemm_curve(recs: list[dict], peak: float, bw: float, kernel_s: float,
             "large_m_flops_fraction": float(np.median(flops[big] / meas[big]) / peak)}
 
 
-def _gemm(raw, hw, default, mem_bw, kernel_s, out) -> None:
+def _gemm(raw, hw, default, mem_bw_fraction, kernel_s, out) -> None:
     recs = _records(raw, "gemm")
-    bw = hw.memory_bandwidth_bytes_per_s * mem_bw
+    bw = hw.memory_bandwidth_bytes_per_s * mem_bw_fraction
     for dtype, peak_key in GEMM_DTYPES.items():
         these = [r for r in recs if r["dtype"] == dtype]
         if len(these) < 3 or peak_key not in hw.peak_flops_per_s:
@@ -173,8 +176,8 @@ def _gemv_bandwidth(recs: list[dict]) -> float | None:
     return float(1.0 / slope) if slope > 0 else None
 
 
-def _attention(raw, hw, mem_bw, kernel_s, out) -> None:
-    bw = hw.memory_bandwidth_bytes_per_s * mem_bw
+def _attention(raw, hw, mem_bw_fraction, kernel_s, out) -> None:
+    bw = hw.memory_bandwidth_bytes_per_s * mem_bw_fraction
     recs = [r for r in _records(raw, "attention")
             if r["kind"] == ATTN_KIND and r["kv_bytes"] / bw >= ATTN_MIN_S]
     if len(recs) < 2:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from perfmodel.core.files import load_data
+from perfmodel.core.files import DATA_MAX_BYTES, load_mapping
 from perfmodel.core.errors import PerfModelError, pydantic_message
 from perfmodel.core.hardware import list_gpus, load_gpu
 from perfmodel.core.specs import HardwareSpec, ModelSpec
@@ -50,7 +50,7 @@ MAX_CONTEXT = 1 << 20   # the bench shape has no context limit; any length it ra
 def read_raw(path: str | Path) -> dict:
     """Parse a raw JSON file; a cut-off file is reported as such."""
     p = Path(path)
-    return load_data(p, what="raw results", fmt="json")
+    return load_mapping(p, what="raw results", fmt="json", max_bytes=DATA_MAX_BYTES)
 
 
 def _need(obj: Any, key: str, where: str) -> Any:

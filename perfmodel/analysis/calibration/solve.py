@@ -40,7 +40,7 @@ FTOL = 1e-6              # stop when a step lowers the cost by less than this fr
 class Param:
     """One fitted quantity: where it goes, where it starts, how it is bounded."""
 
-    name: str                      # "efficiency.mem_bw", "torch-eager.launch_s"
+    name: str                      # "efficiency.mem_bw_fraction", "torch-eager.launch_s"
     start: float
     kind: Literal["frac", "pos"]
     sigma: float                   # prior width in u (log / logit) units

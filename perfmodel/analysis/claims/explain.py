@@ -47,6 +47,10 @@ MAX_SEARCH_LEVERS = 8     # largest combination one may ask for
 TOP = 12                  # combinations reported
 HELPS = 1.005             # a move helps when its factor alone exceeds this
 MAX_CLAIM = MILLION       # a claimed factor beyond a million-fold is refused as input
+MAX_SEARCH_EVALUATIONS = 240
+"""Distinct scenarios the combination search may evaluate (10-40 ms each on a busy 2-core
+machine: a few seconds); smaller combinations are searched first, so a search cut short
+drops only the largest ones, and says so in the warnings. An assumption."""
 PLAUSIBLE, WEAK, STRETCHED = "plausible", "plausible only with a weak baseline", "stretched"
 MODEL_SWAP = "plausible only by changing the model"
 BEYOND, IMPLAUSIBLE = "beyond physics", "implausible"
@@ -123,10 +127,17 @@ class _Search:
         self.f0, self.metric = f0, metric
         self.cache: dict[tuple, Evaluation | None] = {}
         self.base = evaluate_filled(f0).value(metric)
+        self.truncated = False
+
+    def over_budget(self) -> bool:
+        self.truncated = self.truncated or len(self.cache) >= MAX_SEARCH_EVALUATIONS
+        return self.truncated
 
     def evaluate(self, chosen: tuple[Move, ...]) -> tuple[float | None, tuple[Move, ...]]:
         key = tuple(sorted(m.label for m in chosen))
         if key not in self.cache:
+            if self.over_budget():
+                return None, chosen
             self.cache[key] = self._eval(chosen)
         ev = self.cache[key]
         if ev is not None and not ev.fits and any(m.lever == "batching" for m in chosen):
@@ -194,7 +205,9 @@ def explain(claim, metric: str, baseline: Scenario, *, max_levers: int = MAX_LEV
         claimed_value=claimed_value, combinations=[c for c, _ in shown], verdict=verdict,
         reason=reason, physics=phys, inverse=inv, factors=steps, shapley=shap,
         evaluations=len(s.cache), assumptions=notes + base_ev.assumptions,
-        warnings=base_ev.warnings)
+        warnings=base_ev.warnings + ([f"the combination search stopped at "
+                                      f"{MAX_SEARCH_EVALUATIONS} evaluated scenarios: larger "
+                                      "combinations were not all tried"] if s.truncated else []))
 
 
 def _weak_refs(s: _Search, f0: Scenario, metric: str) -> list[tuple]:

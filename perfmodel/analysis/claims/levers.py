@@ -36,6 +36,28 @@ from perfmodel.core.catalog import list_models
 from perfmodel.core.params import count_params
 from perfmodel.core.specs import parse_format
 
+# Stretch of each move (0 baseline, 1.0 edge of the plausible range); sources in the module doc.
+STRETCH_8BIT = 0.5               # 8-bit weights, W8A8 or KV (SmoothQuant; FP8)
+STRETCH_4BIT = 1.0               # 4-bit weights (GPTQ, AWQ) or KV (KIVI); fp4 on fp4 chips
+STRETCH_STANDARD = 0.25          # a standard engine feature: serving engine, continuous
+                                 # batching, paged KV, batch 1 for per-user metrics, tp x2
+STRETCH_ENABLE_KV_CACHE = 0.0    # every engine has a KV cache: turning it on is free
+BATCH_DOUBLINGS_AT_EDGE = 6.0    # batch x2^k stretches k/6 (x64 = 1.0)
+MAX_BATCH_DOUBLINGS = 9          # batch moves tried up to x2^9
+SPECULATIVE_STRETCH = ((0.6, 0.5), (0.7, 0.75), (0.8, 1.0), (0.9, 1.5))   # (acceptance, stretch)
+TP_STRETCH = ((2, 0.25), (4, 0.5), (8, 0.75))                           # (tp multiple, stretch)
+MAX_TP_IN_NODE = 8               # tensor parallelism stays within one 8-GPU node
+MIN_STRETCH = 0.25               # a different GPU or model is never free
+FASTER_GPU_MIN_RATIO = 1.2       # a "faster" GPU has >= 1.2x the bandwidth
+GPU_BANDWIDTH_TARGETS = (1.5, 2.5, 4.0)  # bandwidth ratios the three GPU picks aim at
+BANDWIDTH_RATIO_AT_EDGE = 4.0    # 4x bandwidth = 1.0
+ACTIVE_PARAM_DOUBLINGS_AT_EDGE = 4.0  # 16x fewer active parameters = 1.0
+SAME_TOKENIZER_VOCAB_TOL = 0.01  # vocab sizes within 1 % count as the same tokenizer
+SMALLER_MODEL_MAX_ACTIVE = 0.8   # a "smaller" model has < 80 % of the active parameters
+ROUTING_STRETCH = ((0.3, 0.4), (0.5, 0.6), (0.8, 1.0))   # (share routed to the small model, stretch)
+STRETCH_WEAK_ENGINE = 0.5        # weakening: the baseline ran HF eager generate
+STRETCH_NO_KV_CACHE = 1.0        # weakening: the baseline recomputed the prefix every token
+
 
 @dataclass(frozen=True)
 class Lever:
@@ -136,9 +158,10 @@ def moves(f: Scenario, metric: str) -> list[Move]:
     out += _engine_moves(f)
     out += _batching_moves(f, per_user)
     if not f.paged_kv:
-        out.append(Move("paged_kv", {"paged_kv": True}, 0.25, "paged KV on"))
+        out.append(Move("paged_kv", {"paged_kv": True}, STRETCH_STANDARD, "paged KV on"))
     if not f.kv_cache:
-        out.append(Move("kv_cache", {"kv_cache": True}, 0.0, "KV cache on", weak_fix=True))
+        out.append(Move("kv_cache", {"kv_cache": True}, STRETCH_ENABLE_KV_CACHE, "KV cache on",
+                        weak_fix=True))
     out += _speculative_moves(f)
     out += _tp_moves(f)
     out += _hardware_moves(f)
@@ -151,8 +174,8 @@ def _precision_moves(f: Scenario) -> list[Move]:
     hw = hardware(f.gpu)
     w_bits = parse_format(f.weights).bits
     out = []
-    for name, stretch in (("fp8" if hw.has("fp8") else "int8", 0.5), ("int4", 1.0),
-                          ("fp4", 1.0)):
+    for name, stretch in (("fp8" if hw.has("fp8") else "int8", STRETCH_8BIT),
+                          ("int4", STRETCH_4BIT), ("fp4", STRETCH_4BIT)):
         if parse_format(name).bits < w_bits and (name != "fp4" or hw.has("fp4")):
             weak = w_bits > 16
             out.append(Move("weights", {"weights": name}, stretch,
@@ -160,9 +183,9 @@ def _precision_moves(f: Scenario) -> list[Move]:
     a8 = "fp8" if hw.has("fp8") else "int8" if hw.has("int8") else None
     if a8 and parse_format(f.activations).bits > 8:
         out.append(Move("activations", {"activations": a8, "weights": _at_most(f.weights, a8)},
-                        0.5, f"activations {f.activations} -> {a8} (W8A8)"))
+                        STRETCH_8BIT, f"activations {f.activations} -> {a8} (W8A8)"))
     kv_bits = parse_format(f.kv).bits
-    for name, stretch in (("fp8" if hw.has("fp8") else "int8", 0.5), ("int4", 1.0)):
+    for name, stretch in (("fp8" if hw.has("fp8") else "int8", STRETCH_8BIT), ("int4", STRETCH_4BIT)):
         if parse_format(name).bits < kv_bits:
             out.append(Move("kv_precision", {"kv": name}, stretch, f"KV cache {f.kv} -> {name}"))
     return out
@@ -175,7 +198,7 @@ def _at_most(weights: str, fmt: str) -> str:
 
 def _engine_moves(f: Scenario) -> list[Move]:
     weak = f.engine in WEAK_ENGINES
-    return [Move("engine", {"engine": e}, 0.25, f"engine {f.engine} -> {e}", weak_fix=weak)
+    return [Move("engine", {"engine": e}, STRETCH_STANDARD, f"engine {f.engine} -> {e}", weak_fix=weak)
             for e in SERVING_ENGINES if e != f.engine]
 
 
@@ -184,15 +207,17 @@ def _batching_moves(f: Scenario, per_user: bool) -> list[Move]:
     field_name = "concurrency" if f.concurrency is not None else "batch"
     width = f.width
     if f.batching != "continuous":
-        out.append(Move("batching", {"batching": "continuous"}, 0.25,
+        out.append(Move("batching", {"batching": "continuous"}, STRETCH_STANDARD,
                         f"batching {f.batching} -> continuous"))
     if per_user:
         if width > 1:
-            out.append(Move("batching", {field_name: 1}, 0.25, f"{field_name} {width} -> 1"))
+            out.append(Move("batching", {field_name: 1}, STRETCH_STANDARD,
+                            f"{field_name} {width} -> 1"))
         return out
-    for k in range(1, 10):
+    for k in range(1, MAX_BATCH_DOUBLINGS + 1):
         new = width * 2 ** k
-        out.append(Move("batching", {field_name: new, "batching": "continuous"}, k / 6.0,
+        out.append(Move("batching", {field_name: new, "batching": "continuous"},
+                        k / BATCH_DOUBLINGS_AT_EDGE,
                         f"{field_name} {width} -> {new}, continuous"))
     return out
 
@@ -214,7 +239,7 @@ def _speculative_moves(f: Scenario) -> list[Move]:
         return []
     current = f.speculative.acceptance if f.speculative is not None else None
     out = []
-    for alpha, stretch in ((0.6, 0.5), (0.7, 0.75), (0.8, 1.0), (0.9, 1.5)):
+    for alpha, stretch in SPECULATIVE_STRETCH:
         if current is None or alpha > current:
             spec = dict(base, acceptance=alpha)
             who = spec.get("draft_model") or spec["method"]
@@ -230,9 +255,9 @@ def _tp_moves(f: Scenario) -> list[Move]:
     if hw.intra_node_link is None:
         return []
     out = []
-    for mult, stretch in ((2, 0.25), (4, 0.5), (8, 0.75)):
+    for mult, stretch in TP_STRETCH:
         tp = f.tp * mult
-        if tp <= 8 and m.num_heads % tp == 0:
+        if tp <= MAX_TP_IN_NODE and m.num_heads % tp == 0:
             out.append(Move("parallelism", {"tp": tp}, stretch, f"tp {f.tp} -> {tp}"))
     return out
 
@@ -241,10 +266,11 @@ def _hardware_moves(f: Scenario) -> list[Move]:
     """Up to three faster GPUs of the same vendor, spread over bandwidth ratios."""
     hw = hardware(f.gpu)
     faster = sorted((g for g in list_gpus() if g.vendor == hw.vendor and
-                     g.memory_bandwidth_bytes_per_s > 1.2 * hw.memory_bandwidth_bytes_per_s),
+                     g.memory_bandwidth_bytes_per_s
+                     > FASTER_GPU_MIN_RATIO * hw.memory_bandwidth_bytes_per_s),
                     key=lambda g: g.memory_bandwidth_bytes_per_s)
     picks = {}
-    for want in (1.5, 2.5, 4.0):
+    for want in GPU_BANDWIDTH_TARGETS:
         if faster:
             g = min(faster, key=lambda g: abs(math.log(g.memory_bandwidth_bytes_per_s
                                                        / hw.memory_bandwidth_bytes_per_s / want)))
@@ -254,7 +280,7 @@ def _hardware_moves(f: Scenario) -> list[Move]:
         ratio = g.memory_bandwidth_bytes_per_s / hw.memory_bandwidth_bytes_per_s
         changes = {"gpu": g.id, "usd_per_gpu_hour": g.price.usd_per_hour if g.price else None,
                    "mem_bw_utilization": None}
-        out.append(Move("hardware", changes, max(0.25, math.log(ratio) / math.log(4.0)),
+        out.append(Move("hardware", changes, max(MIN_STRETCH, math.log(ratio) / math.log(BANDWIDTH_RATIO_AT_EDGE)),
                         f"hardware {hw.id} -> {g.id} ({ratio:.1f}x bandwidth)"))
     return out
 
@@ -264,13 +290,13 @@ def _model_moves(f: Scenario) -> list[Move]:
     m = model_spec(f.model)
     active = count_params(m).active
     same = [x for x in list_models() if x.id != m.id
-            and abs(x.vocab_size - m.vocab_size) / max(x.vocab_size, m.vocab_size) <= 0.01
-            and count_params(x).active < 0.8 * active]
+            and abs(x.vocab_size - m.vocab_size) / max(x.vocab_size, m.vocab_size) <= SAME_TOKENIZER_VOCAB_TOL
+            and count_params(x).active < SMALLER_MODEL_MAX_ACTIVE * active]
     same = sorted(same, key=lambda x: -count_params(x).active)[:3]
     out = []
     for x in same:
         ratio = active / count_params(x).active
-        out.append(Move("model", {"model": x.id}, max(0.25, math.log2(ratio) / 4),
+        out.append(Move("model", {"model": x.id}, max(MIN_STRETCH, math.log2(ratio) / ACTIVE_PARAM_DOUBLINGS_AT_EDGE),
                         f"model {model_id(f.model)} -> {x.id} ({ratio:.1f}x fewer active parameters)"))
     return out
 
@@ -280,8 +306,7 @@ def _routing_moves(f: Scenario) -> list[Move]:
     if small is None or f.routing is not None:
         return []
     return [Move("routing", {"routing": {"small_model": small, "share": r}}, s,
-                 f"route {r:.0%} of requests to {small}") for r, s in ((0.3, 0.4), (0.5, 0.6),
-                                                                       (0.8, 1.0))]
+                 f"route {r:.0%} of requests to {small}") for r, s in ROUTING_STRETCH]
 
 
 def weakenings(f: Scenario, metric: str) -> list[Move]:
@@ -289,13 +314,14 @@ def weakenings(f: Scenario, metric: str) -> list[Move]:
     out = []
     if f.engine not in WEAK_ENGINES:
         out.append(Move("engine", {"engine": "hf-eager", "batching": "static", "paged_kv": False},
-                        0.5, "baseline run with Hugging Face eager generate"))
+                        STRETCH_WEAK_ENGINE, "baseline run with Hugging Face eager generate"))
     if f.kv_cache:
-        out.append(Move("kv_cache", {"kv_cache": False, "speculative": None}, 1.0,
+        out.append(Move("kv_cache", {"kv_cache": False, "speculative": None}, STRETCH_NO_KV_CACHE,
                         "baseline without a KV cache (recomputing the prefix)"))
     if metric in ("output_tok_s_total", "usd_per_mtok") and f.width > 1:
         key = "concurrency" if f.concurrency is not None else "batch"
-        out.append(Move("batching", {key: 1}, 0.25, "baseline serving one request at a time"))
+        out.append(Move("batching", {key: 1}, STRETCH_STANDARD,
+                        "baseline serving one request at a time"))
     return out
 
 

@@ -1,7 +1,7 @@
 """Evaluate a claim scenario with the one time model: every metric, and what bounds it.
 
-Plain decoding: predict.request_times (TTFT, the decode steps integrated over the growing
-context, E2E). On top of it, each scenario feature changes one piece:
+Plain decoding: api.evaluate on the resolved scenario (TTFT, the decode steps integrated over
+the growing context, E2E). On top of it, each scenario feature changes one piece:
 - KV cache off: every decode step recomputes the whole prefix, i.e. the step that would
   read S cached tokens becomes a step of T = S+1 new tokens over S = 0 (the same op list),
   integrated over the decode contexts (trapezoid, KV_OFF_NODES points).
@@ -25,16 +25,15 @@ $/Mtok = price per GPU-hour * GPUs / (3600 * tok/s) * 1e6 (perfmodel.core.cost.u
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel import api
 from perfmodel.core import predict
-from perfmodel.analysis.claims.scenario import Scenario, fill, hardware, metric_info, model_spec, revise
+from perfmodel.analysis.claims.scenario import Scenario, fill, metric_info, model_spec, revise
 from perfmodel.core.cost import usd_per_mtok
-from perfmodel.core.errors import PerfModelError
+from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.memory import estimate_memory, weight_bytes_by_group
 from perfmodel.core.specs import Deployment, parse_format
 
@@ -97,9 +96,7 @@ def resolve(f: Scenario, *, strict: bool = True) -> tuple[predict.Scenario, list
             warnings.append(f"{f.label}: activations {a.name} narrower than weights {w.name}: "
                             f"matmul inputs stay {w.name} until the weights are quantized")
             act = f.weights
-    sc, w2, _ = api.resolve(model_spec(f.model), hardware(f.gpu), weights=f.weights, kv=f.kv,
-                            activations=act, engine=f.engine, tp=f.tp, pp=f.pp, ep=f.ep,
-                            profile=f.profile)
+    sc, w2, _ = api.resolve(f.query(activations=act))
     eng = sc.engine
     if f.batching != eng.batching:
         eng = eng.model_copy(update={"batching": f.batching})
@@ -108,7 +105,7 @@ def resolve(f: Scenario, *, strict: bool = True) -> tuple[predict.Scenario, list
                                      "kv_prealloc": "request"})
     elif not f.paged_kv and eng.attention == "paged":
         eng = eng.model_copy(update={"attention": "flash", "kv_block_tokens": 1})
-    eff = sc.eff.model_copy(update={"mem_bw": f.mem_bw_utilization})
+    eff = sc.eff.model_copy(update={"mem_bw_fraction": f.mem_bw_utilization})
     return dataclasses.replace(sc, engine=eng, eff=eff), warnings + w2
 
 
@@ -142,9 +139,7 @@ def evaluate_filled(f: Scenario, *, strict: bool = True) -> Evaluation:
     if not mem.fits:
         warnings.append(f"{f.label}: does not fit ({mem.total_bytes / mem.device_bytes:.0%} of "
                         f"device memory needed, max batch {mem.max_batch} at {ctx} tokens)")
-    bad = [k for k, v in values.items() if not math.isfinite(v) or v <= 0]
-    if bad:  # a defect, not bad input: refuse to return it
-        raise ArithmeticError(f"non-finite or non-positive result for {', '.join(bad)}")
+    require_finite(f"{f.label} result", positive=True, **values)
     return Evaluation(scenario=f.label, values=values, regimes=regimes, batch=B, fits=fits,
                       memory_bytes=mem.total_bytes, capacity_bytes=mem.capacity_bytes,
                       max_batch=max_batch, num_gpus=gpus,
@@ -158,9 +153,9 @@ def _decode(f: Scenario, strict: bool) -> dict:
     sc, warnings = resolve(f, strict=strict)
     assumptions: list[str] = []
     B, P, O = f.width, f.prompt_tokens, f.output_tokens
-    rt = predict.request_times(sc, B, P, O)
-    ttft, tpot = float(rt.ttft_s), float(rt.tpot_s)
-    prefill_bound, decode_bound = str(rt.prefill.bound), str(rt.step.bound)
+    ev = api.evaluate(f.query(batch=B, concurrency=None), scenario=sc)   # the one step path
+    ttft, tpot = ev.ttft_s, ev.tpot_s
+    prefill_bound, decode_bound = ev.prefill_bound, ev.bound
     served = None
     if f.concurrency is not None:
         served = _serve(sc, f, assumptions)

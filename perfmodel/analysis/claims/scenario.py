@@ -29,11 +29,12 @@ from pydantic import Field, ValidationError, model_validator
 from perfmodel.core.catalog import list_models, load_model
 from perfmodel.core.efficiency import default_efficiency
 from perfmodel.core.engines import load_engine
-from perfmodel.core.files import load_mapping
-from perfmodel.core.errors import PerfModelError, SpecFileError, pydantic_message
+from perfmodel.core.files import load_spec
+from perfmodel.core.errors import PerfModelError, pydantic_message
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.params import count_params
 from perfmodel.core.profile import load_profile
+from perfmodel.core.query import Query, make_query
 from perfmodel.core.specs import HardwareSpec, ModelSpec, Precision, Spec
 from perfmodel.core.units import MILLION
 
@@ -188,6 +189,18 @@ class Scenario(Spec):
         """B: sequences decoded together (the batch or the concurrency)."""
         return self.concurrency or self.batch or 1
 
+    def query(self, **override) -> Query:
+        """The filled scenario's ids and workload as the one Query (claims add batching,
+        paged KV, KV cache, speculation, routing and bandwidth levers on top of it)."""
+        fields = dict(model=model_spec(self.model), gpu=hardware(self.gpu), weights=self.weights,
+                      kv=self.kv, activations=self.activations, engine=self.engine, tp=self.tp,
+                      pp=self.pp, ep=self.ep, profile=self.profile, batch=self.batch or 1,
+                      concurrency=self.concurrency, prompt_tokens=self.prompt_tokens,
+                      output_tokens=self.output_tokens,
+                      longest_prompt_tokens=self.longest_prompt_tokens,
+                      longest_output_tokens=self.longest_output_tokens)
+        return make_query(**{**{k: v for k, v in fields.items() if v is not None}, **override})
+
 
 def revise(sc: Scenario, **changes) -> Scenario:
     """A validated copy with some fields changed (nested settings may be dicts)."""
@@ -268,9 +281,9 @@ def fill(sc: Scenario) -> tuple[Scenario, list[str]]:
     put("output_tokens", DEFAULT_OUTPUT, "default")
     prof = load_profile(sc.profile) if sc.profile else None
     if prof is not None and prof.efficiency is not None and prof.gpu == hw.id:
-        put("mem_bw_utilization", prof.efficiency.mem_bw, f"calibrated profile {sc.profile}")
+        put("mem_bw_utilization", prof.efficiency.mem_bw_fraction, f"calibrated profile {sc.profile}")
     else:
-        put("mem_bw_utilization", default_efficiency(hw).mem_bw,
+        put("mem_bw_utilization", default_efficiency(hw).mem_bw_fraction,
             f"default efficiency for {hw.vendor} {hw.memory_type}")
     if hw.price is not None:
         put("usd_per_gpu_hour", hw.price.usd_per_hour, f"hardware_db, {hw.price.source}")
@@ -311,12 +324,7 @@ def _fill_speculative(sc: Scenario, m: ModelSpec, notes: list[str]) -> Speculati
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read a scenario from YAML or JSON; errors name the file and the field."""
-    p = Path(path)
-    data = load_mapping(p, what="scenario", fmt="auto")
-    try:
-        return Scenario.model_validate(data)
-    except ValidationError as exc:
-        raise SpecFileError(f"{p}: {pydantic_message(exc)}") from None
+    return load_spec(Path(path), Scenario, what="scenario", fmt="auto")
 
 
 def dump_scenario(sc: Scenario) -> str:

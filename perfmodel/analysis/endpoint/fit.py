@@ -15,7 +15,7 @@ where TPOT0 and TTFT0 are the model's values with both set to 0. (c, r) minimise
 on a log grid with 0 allowed, refined three times. With fit_launch, launch_s (the host cost of
 one kernel; it only matters where the host, not the GPU, bounds a step: eager engines) is
 searched the same way around that inner fit, each candidate re-running the model. The errors
-reported before and after are recomputed through perfmodel.core.predict.request_times, not the
+reported before and after are recomputed through perfmodel.api.evaluate, not the
 additive shortcut. Caveat: a server that queues requests (one slot) puts waiting time into TTFT
 at concurrency > 1, which the fit then reads as overhead; fit on concurrency 1 for such servers.
 """
@@ -27,14 +27,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from perfmodel.api import resolve
+from perfmodel.api import evaluate, make_query, resolve
 from perfmodel.analysis.calibration.stats import ratio_errors
-from perfmodel.core.files import DATA_MAX_BYTES, load_mapping
-from perfmodel.core.errors import PerfModelError, SpecFileError, pydantic_message
+from perfmodel.core.files import DATA_MAX_BYTES, load_mapping, validate_spec
+from perfmodel.core.errors import PerfModelError, SpecFileError
 from perfmodel.analysis.endpoint.run import SCHEMA, BenchmarkRun
-from perfmodel.core.predict import Scenario, request_times
+from perfmodel.core.predict import Scenario
 from perfmodel.core.profile import Profile
 
 FRAMEWORK_ENGINE = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm",
@@ -95,10 +95,7 @@ def load_run(path: str | Path) -> BenchmarkRun:
         got = data.get("schema_version", "no schema_version field")
         raise SpecFileError(f"{p}: schema_version: expected {SCHEMA!r} (a perfmodel "
                             f"bench-endpoint --out file), got {got!r}")
-    try:
-        return BenchmarkRun.model_validate(data)
-    except ValidationError as exc:
-        raise SpecFileError(f"{p}: {pydantic_message(exc)}") from None
+    return validate_spec(data, BenchmarkRun, where=str(p))
 
 
 def fit_target(run: BenchmarkRun, *, model: str | None = None, gpu: str | None = None,
@@ -152,10 +149,14 @@ def _workloads(run: BenchmarkRun, max_context: int):
 
 
 def _times(sc: Scenario, rows, **engine_update):
+    """(TTFT, TPOT) per row from api.evaluate on the scenario with the engine's parameters
+    changed (ids cannot name a fitted engine, so the Query gives the workload only)."""
     eng = sc.engine.model_copy(update=engine_update)
-    B, P, O = (np.array([r[i] for r in rows], dtype=float) for i in (1, 2, 3))
-    rt = request_times(replace(sc, engine=eng), B, P, O, context=P)
-    return np.atleast_1d(rt.ttft_s).astype(float), np.atleast_1d(rt.tpot_s).astype(float)
+    B, P, O = (np.array([r[i] for r in rows], dtype=int) for i in (1, 2, 3))
+    q = make_query(model=sc.model, gpu=sc.hw, engine=sc.engine.id, tp=sc.dep.tp, pp=sc.dep.pp)
+    ev = evaluate(q, scenario=replace(sc, engine=eng), batch=B, prompt_tokens=P,
+                  output_tokens=O, context_tokens=P)
+    return ev.ttft_s.astype(float), ev.tpot_s.astype(float)
 
 
 def _fit_cr(t0, f0, mt, mf):

@@ -2,7 +2,9 @@
 
 Each level is predicted as a batch of B = min(concurrency, requests) sequences with the
 level's mean prompt length (server usage, else the requested --prompt-tokens) and its mean
-measured output length, via perfmodel.api.predict_request. Ratios are measured / predicted
+measured output length, via perfmodel.api.evaluate of the PredictSpec's Query. The serving
+simulation (perfmodel.api.serve: the engine's scheduler over the level's concurrency and request
+count) is added beside it as `simulated` with `sim_ratios`. Ratios are measured / predicted
 (p50 for latencies): > 1 means the server is slower than the model says (or, for output
 tok/s, faster).
 """
@@ -13,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from perfmodel.core.errors import PerfModelError
+from perfmodel.api import Evaluation, evaluate
+from perfmodel.core.query import Query, make_query
 
 if TYPE_CHECKING:
     from perfmodel.analysis.endpoint.config import EndpointConfig
@@ -31,6 +34,11 @@ class PredictSpec(BaseModel):
     weights: str = Field("bf16", min_length=1, description="Weight precision id")
     kv: str | None = Field(None, description="KV-cache precision id (default: the model's)")
 
+    def query(self, **workload) -> Query:
+        """The one Query these ids and a workload make (PerfModelError on a bad field)."""
+        return make_query(model=self.model, gpu=self.gpu, engine=self.engine,
+                          weights=self.weights, kv=self.kv, **workload)
+
 
 class Prediction(BaseModel):
     """The model's estimate for one level, and measured / predicted ratios."""
@@ -45,21 +53,18 @@ class Prediction(BaseModel):
     e2e_s: float
     output_tok_s_total: float
     ratios: dict[str, float] = Field(description="measured / predicted: ttft_p50, tpot_p50, e2e_p50, output_tok_s")
+    simulated: dict[str, float] = Field(
+        default_factory=dict, description="the serving simulation of this level (api.serve, closed "
+        "loop at the level's concurrency and request count): the LevelStats keys it shares")
+    sim_ratios: dict[str, float] = Field(
+        default_factory=dict, description="measured / simulated: ttft_p50, ttft_p90, tpot_p50, "
+        "itl_p50, e2e_p50, output_tok_s")
     warnings: list[str] = []
 
 
-def _predict_request():
-    try:
-        from perfmodel.api import predict_request
-    except ImportError as exc:
-        raise PerfModelError(f"--predict needs perfmodel.api, which does not import: {exc}") from None
-    return predict_request
-
-
-def predict_one(spec: PredictSpec, *, batch: int, prompt: int, output: int):
-    """perfmodel.api.predict_request for one workload (its RequestEstimate)."""
-    return _predict_request()(model=spec.model, gpu=spec.gpu, weights=spec.weights, kv=spec.kv,
-                              engine=spec.engine, batch=batch, prompt=prompt, output=output)
+def predict_one(spec: PredictSpec, *, batch: int, prompt: int, output: int) -> Evaluation:
+    """perfmodel.api.evaluate of the spec's Query at one workload."""
+    return evaluate(spec.query(batch=batch, prompt_tokens=prompt, output_tokens=output))
 
 
 def check_spec(spec: PredictSpec, cfg: "EndpointConfig") -> None:
@@ -83,11 +88,34 @@ def predict_level(spec: PredictSpec, cfg: "EndpointConfig", level: "LevelResult"
     ratios = {"ttft_p50": _ratio(s.ttft_p50_s, r.ttft_s), "tpot_p50": _ratio(s.tpot_p50_s, r.tpot_s),
               "e2e_p50": _ratio(s.e2e_p50_s, r.e2e_s),
               "output_tok_s": _ratio(s.output_tok_s if s.ok else None, r.output_tok_s_total)}
+    sim = simulate_level(spec, concurrency=level.concurrency, requests=cfg.requests,
+                         prompt=max(1, prompt), output=output)
+    sim_ratios = {k: _ratio(m, sim.get(key)) for k, m, key in (
+        ("ttft_p50", s.ttft_p50_s, "ttft_p50_s"), ("ttft_p90", s.ttft_p90_s, "ttft_p90_s"),
+        ("tpot_p50", s.tpot_p50_s, "tpot_p50_s"), ("itl_p50", s.itl_p50_s, "itl_p50_s"),
+        ("e2e_p50", s.e2e_p50_s, "e2e_p50_s"),
+        ("output_tok_s", s.output_tok_s if s.ok else None, "output_tok_s_total"))
+        if key in sim}
     return Prediction(batch=batch, prompt_tokens=max(1, prompt), output_tokens=output,
                       ttft_s=r.ttft_s, tpot_s=r.tpot_s, e2e_s=r.e2e_s,
                       output_tok_s_total=r.output_tok_s_total,
                       ratios={k: v for k, v in ratios.items() if v is not None},
-                      warnings=list(getattr(r, "warnings", []) or []))
+                      simulated=sim, sim_ratios={k: v for k, v in sim_ratios.items() if v is not None},
+                      warnings=list(r.warnings))
+
+
+SIM_KEYS = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "itl_p50_s",
+            "itl_p99_s", "e2e_p50_s", "e2e_p90_s", "output_tok_s_total", "request_rate_rps")
+
+
+def simulate_level(spec: PredictSpec, *, concurrency: int, requests: int, prompt: int,
+                   output: int) -> dict[str, float]:
+    """api.serve of one closed-loop level; {} when the level does not run in the model."""
+    from perfmodel.api import serve
+    rep = serve(spec.query(prompt_tokens=prompt, output_tokens=output, concurrency=concurrency,
+                           num_requests=requests))
+    p = rep.points[0]
+    return {k: float(getattr(p, k)) for k in SIM_KEYS if getattr(p, k) is not None}
 
 
 def with_predictions(run: "BenchmarkRun", spec: PredictSpec) -> "BenchmarkRun":

@@ -14,7 +14,6 @@ percentile of n sorted values is at rank p/100 * (n - 1).
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Literal
@@ -23,11 +22,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.errors import PerfModelError
+from perfmodel.serving.knee import KNEE_MIN_GAIN, Knee, KneePoint
+from perfmodel.serving.knee import find_knee as knee_of
 
 TokenSource = Literal["usage", "chunks"]
 
 MIN_WALL_S = 1e-6  # below a microsecond the clock cannot time a level: rates are reported as 0
-KNEE_MIN_GAIN = 0.10  # throughput must grow >= 10 % per doubling of concurrency to be "scaling"
 
 
 class RequestSample(BaseModel):
@@ -91,16 +91,6 @@ class LevelStats(BaseModel):
     tokens_source: Literal["usage", "chunks", "mixed"] | None
 
 
-class Knee(BaseModel):
-    """Where adding concurrency stops paying: see find_knee."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    concurrency: int | None = Field(description="The knee level; None when throughput still scales")
-    min_gain_per_doubling: float
-    reason: str
-
-
 def percentile(values: Sequence[float], p: float) -> float | None:
     """Linear-interpolation percentile (numpy default); None for no values."""
     if not values:
@@ -139,42 +129,14 @@ def summarize(samples: Sequence[RequestSample]) -> LevelStats:
 
 
 def find_knee(levels: Sequence, min_gain: float = KNEE_MIN_GAIN) -> Knee:
-    """The knee: the first concurrency C_i (ascending) after which going to C_{i+1}
-
-        gain = (tok/s(C_{i+1}) / tok/s(C_i)) ** (1 / log2(C_{i+1} / C_i))  <  1 + min_gain
-        and  E2E p50(C_{i+1}) > E2E p50(C_i)
-
-    i.e. throughput grows less than `min_gain` per doubling of concurrency while requests
-    get slower: past C_i extra concurrency mostly buys queueing. The gain is normalised per
-    doubling so levels 1,2,4,8 and 1,4,16 are judged alike. A next level with no successful
-    request counts as "no gain, slower". Levels whose own throughput is 0 are skipped.
-    None when every step still scales (the sweep did not reach the knee).
-    `levels` holds (concurrency, LevelStats) pairs or objects with .concurrency and .stats;
-    concurrencies must be distinct positive integers (PerfModelError otherwise).
-    """
-    pts = sorted(((lv.concurrency, lv.stats) if hasattr(lv, "stats") else tuple(lv) for lv in levels),
-                 key=lambda cs: cs[0])
+    """The knee of measured levels by the one rule (perfmodel/serving/knee.py), on E2E p50
+    and output tok/s. `levels` holds (concurrency, LevelStats) pairs or objects with
+    .concurrency and .stats; concurrencies must be distinct positive integers
+    (PerfModelError otherwise). None when every step still scales."""
+    pts = [(lv.concurrency, lv.stats) if hasattr(lv, "stats") else tuple(lv) for lv in levels]
     cs = [c for c, _ in pts]
     if any(not (isinstance(c, (int, np.integer)) and c > 0) for c in cs) or len(set(cs)) != len(cs):
         raise PerfModelError(f"find_knee needs distinct positive integer concurrencies, got {cs}")
-    for (c0, s0), (c1, s1) in zip(pts, pts[1:]):
-        if s0.output_tok_s <= 0 or s0.e2e_p50_s is None:
-            continue
-        if s1.ok == 0 or s1.e2e_p50_s is None:
-            return Knee(concurrency=c0, min_gain_per_doubling=min_gain,
-                        reason=f"no request succeeded at concurrency {c1}")
-        ratio = s1.output_tok_s / s0.output_tok_s
-        # per-doubling gain, in logs so close concurrencies (1000 -> 1001) cannot overflow
-        log_gain = math.log(ratio) / math.log2(c1 / c0) if ratio > 0 else -math.inf
-        gain = math.exp(min(log_gain, 700.0))
-        slower = s1.e2e_p50_s > s0.e2e_p50_s
-        if gain < 1.0 + min_gain and slower:
-            return Knee(concurrency=c0, min_gain_per_doubling=min_gain,
-                        reason=(f"{c0}->{c1}: output tok/s x{gain:.3f} per doubling "
-                                f"(< {1 + min_gain:.2f}) while E2E p50 grew "
-                                f"x{s1.e2e_p50_s / s0.e2e_p50_s:.3f}"))
-    usable = sum(1 for _, st in pts if st.output_tok_s > 0 and st.e2e_p50_s is not None)
-    reason = (f"throughput still grows by at least {min_gain:.0%} per doubling, or latency "
-              "does not grow, at every step" if usable >= 2
-              else "fewer than two levels with successful requests")
-    return Knee(concurrency=None, min_gain_per_doubling=min_gain, reason=reason)
+    return knee_of([KneePoint(concurrency=int(c), output_tok_s_total=s.output_tok_s,
+                              e2e_s=s.e2e_p50_s, ttft_s=s.ttft_p50_s, tpot_s=s.tpot_p50_s,
+                              ok=s.ok > 0) for c, s in pts], min_gain)

@@ -122,14 +122,19 @@ def parse_load(text: str) -> dict | str:
         return {"load": "rate", "rate_per_s": float(rate.group(1))}
     if "capacity" in low:
         return {"load": "capacity", "pow2": "power" in low and "2" in low}
-    b = re.search(r"\bbatch(?: size)? (\d+)", low)
+    b = re.search(r"\bbatch(?: size)? (\d{1,%d})\b" % MAX_DIGITS, low)
     if b and int(b.group(1)) > 0:
         return {"load": "batch", "batch": int(b.group(1))}
     return f"batch or concurrency not stated as a number ({text!r})"
 
 
+MAX_DIGITS = 12
+"""Counts in a table cell (tokens, batch, GPUs) have at most 12 digits: a longer number is
+not a measurement, and past 308 digits it is not even a float."""
+
+
 def _int(text: str) -> int | None:
-    return int(text) if re.fullmatch(r"\d+", text.strip()) else None
+    return int(text) if re.fullmatch(r"\d{1,%d}" % MAX_DIGITS, text.strip()) else None
 
 
 def _speculation(r: Measurement, draft_text: str | None) -> Speculation | None:
@@ -172,7 +177,7 @@ def map_row(r: Measurement, strict: bool = False) -> Target | Unmapped:
     if r.metric not in METRICS:
         return no(f"unknown metric {r.metric!r}")
     if r.measured is None:
-        return no(f"value {r.value!r} is not a positive number")
+        return no(f"value {r.value!r} is not a plausible positive number")
     gpu, why, notes = gpu_id(r.gpu, strict=strict)
     if gpu is None:
         return no(why)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfmodel.core.catalog import load_model
-from perfmodel.core.files import load_data
+from perfmodel.core.files import DATA_MAX_BYTES, load_mapping
 from perfmodel.core.errors import PerfModelError, SpecFileError
 from perfmodel.core.units import MS
 from perfmodel.analysis.validation.table import Measurement, rows_from_dicts
@@ -115,7 +115,7 @@ def _tp_rows(data: dict, source: str) -> list[dict[str, str]]:
                     "notes": (f"calibrate/bench_nccl.py {section} {mode} tp={tp}; random "
                               f"weights; torch {env.get('torch_version')}, nccl "
                               f"{env.get('nccl_version')}, {env.get('date_utc')}")})
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError, OverflowError):
                 continue   # a malformed record is not a measurement
     return rows
 
@@ -134,7 +134,7 @@ def convert_raw(data: dict, source: str = "") -> list[dict[str, str]]:
     for rec in e2e.get("records") or []:
         try:
             r = _row(env, source, rec, shape, compile_mode)
-        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        except (KeyError, TypeError, ValueError, ArithmeticError):
             continue   # a malformed record is not a measurement
         if r is not None:
             rows.append(r)
@@ -144,5 +144,5 @@ def convert_raw(data: dict, source: str = "") -> list[dict[str, str]]:
 def read_raw(path: str | Path) -> list[Measurement]:
     """Measurement rows from one raw JSON file."""
     p = Path(path)
-    data = load_data(p, what="raw results", fmt="json")
+    data = load_mapping(p, what="raw results", fmt="json", max_bytes=DATA_MAX_BYTES)
     return rows_from_dicts(p.stem, convert_raw(data, source=f"calibrate/data/{p.name}"))

@@ -22,10 +22,10 @@ from dataclasses import replace
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from perfmodel.api import resolve
+from perfmodel.api import evaluate, make_query, resolve
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.memory import estimate_memory
-from perfmodel.core.predict import Scenario, request_times
+from perfmodel.core.predict import Scenario
 from perfmodel.core.profile import Profile
 from perfmodel.core.specs import NumberFormat, Precision, parse_format
 from perfmodel.core.units import GB, MS
@@ -52,10 +52,6 @@ def scenario(t: Target, profile: Profile | None = None) -> tuple[Scenario, list[
     prec = Precision(weights=t.weights, activations=parse_format(t.activations),
                      kv=parse_format(t.kv))
     return replace(sc, precision=prec), warnings
-
-
-def _f(x) -> float:
-    return float(np.asarray(x))
 
 
 def _at_rate(sc: Scenario, t: Target) -> dict[str, float]:
@@ -163,28 +159,31 @@ def predict_target(t: Target, profile: Profile | None = None) -> Prediction:
         return Prediction(value=value, bound=bound, fits=True, warnings=warnings)
     if t.load == "rate":
         return _rate_prediction(t, metric, _at_rate(sc, t), warnings)
-    batch = float(t.batch)
     output = max(t.output, 1)
-    rt = request_times(sc, batch, t.prompt, output)
+    q = make_query(model=sc.model, gpu=sc.hw, engine=sc.engine.id, tp=sc.dep.tp, pp=sc.dep.pp,
+                   batch=t.batch, prompt_tokens=t.prompt, output_tokens=output)
+    # the row's formats are in sc (the Query gives the workload); one-entry arrays, so a row
+    # measured past the model's context (TRT-LLM runs allow it) is predicted with fits=False
+    ev = evaluate(q, scenario=sc, batch=np.array([t.batch]))
+    one = {k: float(getattr(ev, k)[0]) for k in ("decode_tok_s_per_user", "tpot_s",
+                                                 "decode_step_s", "ttft_s", "e2e_s",
+                                                 "prefill_tok_s", "output_tok_s_total")}
+    step, pre = str(ev.bound[0]), str(ev.prefill_bound[0])
     values = {
-        "decode_tok_s_per_user": (_f(rt.decode_tok_s_per_user), rt.step.bound),
-        "tpot_ms": (_f(rt.tpot_s if output > 1 else rt.decode_step_s) / MS, rt.step.bound),
-        "ttft_ms": (_f(rt.ttft_s) / MS, rt.prefill.bound),
-        "e2e_latency_s": (_f(rt.e2e_s), rt.step.bound),
-        "prefill_tok_s": (_f(rt.prefill_tok_s), rt.prefill.bound),
-        "output_tok_s_total": (batch * output / _f(rt.e2e_s), rt.step.bound),
+        "decode_tok_s_per_user": (one["decode_tok_s_per_user"], step),
+        "tpot_ms": ((one["tpot_s"] if output > 1 else one["decode_step_s"]) / MS, step),
+        "ttft_ms": (one["ttft_s"] / MS, pre),
+        "e2e_latency_s": (one["e2e_s"], step),
+        "prefill_tok_s": (one["prefill_tok_s"], pre),
+        "output_tok_s_total": (one["output_tok_s_total"], step),
     }
     if metric not in values:
         raise NotModelled(f"metric not modelled yet: {metric}")
     value, bound = values[metric]
-    mem = _memory(sc, t, batch)
-    if not mem.fits:
-        warnings = warnings + [f"the memory model says batch {batch:.0f} does not fit "
-                               f"(max batch {mem.max_batch})"]
     if not (math.isfinite(value) and value > 0):
         raise PerfModelError(f"non-finite or non-positive prediction {value!r} for {metric}")
-    return Prediction(value=value, bound=str(bound), fits=mem.fits,
-                      warnings=warnings + list(rt.step.warnings))
+    return Prediction(value=value, bound=str(bound), fits=bool(ev.fits[0]),
+                      warnings=warnings + ev.warnings)
 
 
 def _rate_prediction(t: Target, metric: str, m: dict[str, float], warnings) -> Prediction:

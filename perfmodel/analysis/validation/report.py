@@ -12,6 +12,8 @@ from pathlib import Path
 
 from perfmodel.analysis.validation.intervals import IntervalTable
 from perfmodel.core.gguf import GGUF_BITS_PER_WEIGHT as GGUF_BPW
+from perfmodel.analysis.validation.markdown import pct
+from perfmodel.analysis.validation.markdown import table as _table
 from perfmodel.analysis.validation.names import ENGINE_NOTES, FRAMEWORK_ENGINES
 from perfmodel.analysis.validation.results import MetricSummary, RowResult, ValidationReport
 from perfmodel.analysis.validation.serving_report import serving_markdown, serving_summary_lines
@@ -22,18 +24,8 @@ UNITS = {"decode_tok_s_per_user": "tok/s", "output_tok_s_total": "tok/s", "ttft_
          "speculative_speedup": "x", "max_batch": "seqs", "memory_gb": "GB"}
 
 
-def pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
 def num(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    esc = [[str(c).replace("|", "\\|").replace("\n", " ") for c in r] for r in rows]
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
-        ["| " + " | ".join(r) + " |" for r in esc]
 
 
 def _metric_rows(summary: dict[str, MetricSummary]) -> list[list[str]]:

@@ -176,7 +176,7 @@ def validate(data: list[str | Path] | None = None,
             if pr is None:
                 continue
             key = _kind(t, flag)
-            residuals.setdefault(key, []).append(math.log(t.measurement.measured / pr.value))
+            residuals.setdefault(key, []).append(math.log(t.measurement.measured) - math.log(pr.value))
             index[(i, flag)] = (key, len(residuals[key]) - 1)
 
     results = [_row_result(i, t, p, cal, residuals, index, profs) for i, (t, p, cal) in enumerate(preds)]
@@ -198,7 +198,8 @@ def validate(data: list[str | Path] | None = None,
         data=[_rel(p) for p in paths if not any(b.startswith(_rel(p) + " ") for b in bad_files)]
         + bad_files,
         profiles=[name for name, _ in profs.values()], interval_level=iv.LEVEL,
-        serving=validate_serving(serving, profs, serving_predictor) if serving else None)
+        serving=validate_serving(serving, profs, serving_predictor, baseline="steady")
+        if serving else None)
 
 
 def fit_intervals(report: ValidationReport) -> iv.IntervalTable:

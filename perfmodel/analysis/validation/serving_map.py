@@ -17,7 +17,9 @@ General rules only (nothing here names a row, a model or a measured value):
 - parallelism: tp, pp, and for MoE models ep = moe_ep_size; attention data parallelism is the
   stated attention_dp_size, or when unstated moe_tp x moe_ep / tp (the GPUs the experts span
   beyond the attention TP group). MoE columns of dense models are ignored;
-- load: concurrency = batch_size; prompt = isl; output = osl.
+  Two import encodings are read back to the run's layout (_parallel's docstring);
+- load: concurrency = batch_size (x attention_dp where stated: batch per DP rank);
+  prompt = isl; output = osl.
 Rows the model cannot express yet are unmapped with the reason: attention DP until the
 predictor supports it (its Capabilities, read from its signature, so the rows map once it
 does), and disaggregated rows unless the predictor has a disaggregated model (their rules:
@@ -31,7 +33,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.errors import PerfModelError
-from perfmodel.core.hardware import list_gpus
+from perfmodel.core.hardware import list_gpus, load_gpu
 from perfmodel.core.specs import ModelSpec, parse_format
 from perfmodel.analysis.validation.names import engine_id, model_id
 from perfmodel.analysis.validation.serving_map_disagg import ROLES, RoleView, concurrency, workers
@@ -162,26 +164,54 @@ def _weights(r: ServingMeasurement, moe: bool, suffix_mode: str | None):
     return w, a, notes
 
 
-def _parallel(r: ServingMeasurement, moe: bool, caps: Capabilities):
-    """(tp, pp, ep, attention_dp, notes) or a reason string."""
+def _parallel(r: ServingMeasurement, moe: bool, caps: Capabilities, server_gpus: int = 8):
+    """(tp, pp, ep, attention_dp, concurrency factor, notes) or a reason string.
+
+    Two encodings of AIConfigurator's import of InferenceX runs (an InferenceX aggregated run
+    is one server and its `tp` is the server's GPU count) are read back to the layout that
+    was run; both are recognised from the columns' arithmetic, never from a row:
+    - the GPU count squared: moe_tp = moe_ep = N and tp x attention_dp = N*N more GPUs than
+      one server holds (server_gpus): the run was N GPUs, experts spread over all N
+      (EP N), attention data-parallel over N when attention_dp > 1, else TP N;
+    - vLLM data-parallel attention written as tp = the GPUs, attention_dp = d and
+      moe_ep = tp x d: the run was tp GPUs in d attention groups with EP over the tp GPUs.
+    With attention_dp stated > 1, batch_size is per attention-DP rank (AIC's convention),
+    so the concurrency is batch_size x attention_dp as written: the evidence is the file's
+    own twin rows: the same run, listed once with dp and once without, has identical TTFT
+    and TPOT at batch_size x attention_dp (e.g. MiniMax-M2.5 fp8 on B200, 'tp2 ep2' at
+    c128 appears as tp2/dp2/ep4 at batch 64 and as tp2/ep2 at batch 128)."""
     tp, pp = _count(r.get("tp_size")) or 1, _count(r.get("pp_size")) or 1
     if not moe:
         dp = _count(r.get("attention_dp_size")) or 1
         if dp > 1:
             return f"attention data parallelism (attention_dp {dp}) of a dense model is not modelled"
-        return tp, pp, 1, 1, []
+        return tp, pp, 1, 1, 1, []
     ep = _count(r.get("moe_ep_size")) or 1
     moe_tp = _count(r.get("moe_tp_size")) or 1
     dp = _count(r.get("attention_dp_size"))
-    notes = []
-    if dp is None:
+    notes: list[str] = []
+    factor = dp if dp and dp > 1 else 1
+    n = moe_tp
+    if moe_tp == ep > 1 and tp * (dp or 1) == n * n and n * n * pp > server_gpus:
+        notes.append(f"layout read as {n} GPUs with EP {n}: tp {tp} x attention_dp {dp or 1} "
+                     f"= moe_tp {moe_tp} x moe_ep {ep} = {n}^2 exceeds the {server_gpus}-GPU "
+                     "server of an aggregated run (the GPU count written squared)")
+        tp, ep, dp = (1, n, n) if dp and dp > 1 else (n, n, 1)
+    elif dp and dp > 1 and moe_tp == 1 and ep == tp * dp and tp % dp == 0:
+        notes.append(f"layout read as {tp} GPUs in {dp} attention-DP groups with EP {tp} "
+                     f"(moe_ep {ep} = tp {tp} x attention_dp {dp}: vLLM's data-parallel "
+                     "attention as imported)")
+        tp, ep = tp // dp, tp
+    elif dp is None:
         span = moe_tp * ep
         dp = span // tp if span > tp and span % tp == 0 else 1
         if dp > 1:
             notes.append(f"attention DP {dp} implied by moe_tp {moe_tp} x moe_ep {ep} over tp {tp}")
+    if factor > 1:
+        notes.append(f"concurrency = batch_size x attention_dp {factor} (batch per DP rank)")
     if dp > 1 and not caps.attention_dp:
         return f"attention data parallelism (attention_dp {dp}) is not modelled yet"
-    return tp, pp, ep, dp, notes
+    return tp, pp, ep, dp, factor, notes
 
 
 class Lookups:
@@ -190,11 +220,18 @@ class Lookups:
     def __init__(self) -> None:
         self._gpu: dict[str, tuple[str | None, str]] = {}
         self._model: dict[str, tuple[ModelSpec | None, str | None, str]] = {}
+        self._server: dict[str, int] = {}
 
     def gpu(self, system: str) -> tuple[str | None, str]:
         if system not in self._gpu:
             self._gpu[system] = gpu_for_system(system)
         return self._gpu[system]
+
+    def server_gpus(self, gpu: str) -> int:
+        """GPUs in one server of this card (hardware_db gpus_per_node; 8, an HGX board)."""
+        if gpu not in self._server:
+            self._server[gpu] = load_gpu(gpu).gpus_per_node or 8
+        return self._server[gpu]
 
     def model(self, repo: str) -> tuple[ModelSpec | None, str | None, str]:
         if repo not in self._model:
@@ -235,9 +272,9 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
             return no(par)
         pools, conc, d_notes = par
         dl = pools["decode"]
-        par = (dl["tp"], dl["pp"], dl["ep"], dl["dp"], d_notes)
+        par = (dl["tp"], dl["pp"], dl["ep"], dl["dp"], 1, d_notes)
     else:
-        pools, par = {}, _parallel(r, spec.is_moe, caps)
+        pools, par = {}, _parallel(r, spec.is_moe, caps, look.server_gpus(gpu))
         if isinstance(par, str):
             return no(par)
         conc = _count(r.get("batch_size"))
@@ -249,7 +286,8 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
     kv = "fp8" if low_bits else "bf16"
     kv_note = (f"KV cache {kv} assumed ({'fp8/fp4' if low_bits else '16-bit'} weights; "
                "KV precision is not stated per row)")
-    tp, pp, ep, dp, p_notes = par
+    tp, pp, ep, dp, factor, p_notes = par
+    conc *= factor
     return ServingTarget(
         measurement=r, model=spec.id, gpu=gpu, engine=engine, weights=weights,
         activations=acts, kv=kv, tp=tp, pp=pp, ep=ep, attention_dp=dp, moe=spec.is_moe,
@@ -263,10 +301,11 @@ def _disagg(r: ServingMeasurement, moe: bool):
     (rules: serving_map_disagg.py)."""
     pools, notes = {}, []
     for role in ROLES:
-        par = _parallel(RoleView(r, role), moe, Capabilities(attention_dp=True))
+        # the squared-GPU-count encoding is one of aggregated runs (one server): not read here
+        par = _parallel(RoleView(r, role), moe, Capabilities(attention_dp=True), 1 << 30)
         if isinstance(par, str):
             return f"{role}: {par}"
-        tp, pp, ep, dp, p_notes = par
+        tp, pp, ep, dp, _, p_notes = par   # the concurrency is the module rule's, not a factor
         n, w_notes = workers(r, role)
         pools[role] = dict(workers=n, tp=tp, pp=pp, ep=ep, dp=dp)
         notes += [f"{role}: {x}" for x in p_notes] + w_notes

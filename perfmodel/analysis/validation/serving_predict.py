@@ -13,6 +13,8 @@ Predictors:
   has it: a closed-loop benchmark at each concurrency. Its mean TTFT/TPOT are compared when it
   reports means, else its p50 (the report says which).
 A predictor's `statistic` says which of its outputs is compared with the measured means.
+`perfmodel validate` uses the steady-state formulas unless told otherwise (default_predictor,
+for speed); `--write-docs` uses the simulator when present (docs_predictor).
 """
 
 from __future__ import annotations
@@ -97,15 +99,18 @@ def _sim_stat(fields) -> str:
 def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | None,
               specs: _Specs) -> dict[int, PredictedPoint | str]:
     """The step-level simulator (perfmodel/serving/simulate.py through api.serve), closed loop
-    at the measured concurrencies with fixed lengths; a level it cannot run gives its reason."""
-    from perfmodel import api   # noqa: PLC0415 - exists only once the simulator is merged
+    at the measured concurrencies with fixed lengths; a level it cannot run gives its reason.
+    Recipe (one assumption for every row; the file does not state it): 10 x C requests, the
+    first C at t=0, fixed ISL/OSL, as AIConfigurator's own closed-loop oracle runs them
+    (ai-dynamo/aiconfigurator tools/queueing_oracle/validate_formula.py: n_mult=10)."""
+    from perfmodel import api   # noqa: PLC0415
     if t.prefill and t.decode:
         return _simulated_disagg(t, concurrencies, profile, specs)
-    extra = _dp_kwarg(api.serve, t)
-    rep = api.serve(specs.model(t.model), specs.gpu(t.gpu), weights=t.weights, kv=t.kv,
-                    activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp, ep=t.ep,
-                    profile=profile, prompt_tokens=t.prompt, output_tokens=t.output,
-                    concurrencies=concurrencies, **extra)
+    q = api.make_query(model=specs.model(t.model), gpu=specs.gpu(t.gpu), weights=t.weights,
+                       kv=t.kv, activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp,
+                       ep=t.ep, dp=t.attention_dp, profile=profile, prompt_tokens=t.prompt,
+                       output_tokens=t.output)
+    rep = api.serve(q, concurrencies=concurrencies)
     return _points(rep)
 
 
@@ -166,16 +171,22 @@ def predictors() -> dict[str, Predictor]:
         out["sim"] = Predictor(
             name="sim", description="step-level simulator (perfmodel/serving/simulate.py)",
             statistic=f"simulated {stat} over the run's requests",
-            capabilities=Capabilities(attention_dp=_dp_keyword(api.serve) is not None,
+            capabilities=Capabilities(attention_dp=True,   # Query.dp
                                       disagg=hasattr(api, "serve_disagg")),
             fn=simulated)
     return out
 
 
 def default_predictor() -> str:
-    """The simulator when it exists, else the steady-state formulas."""
-    avail = predictors()
-    return "sim" if "sim" in avail else "steady"
+    """The steady-state formulas: a quick estimate that keeps `perfmodel validate` within a
+    few seconds. The simulator costs a few tenths of a second per configuration, minutes
+    over the file's hundreds of configurations; it is what the docs report (docs_predictor)."""
+    return "steady"
+
+
+def docs_predictor() -> str:
+    """What docs/accuracy.md reports: the simulator when this checkout has it."""
+    return "sim" if "sim" in predictors() else "steady"
 
 
 def get_predictor(name: str | None) -> Predictor:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from perfmodel.core.units import MS
+from perfmodel.analysis.validation.markdown import pct as _pct
+from perfmodel.analysis.validation.markdown import table as _table
 from perfmodel.analysis.validation.serving_map import CHECKPOINT_SUFFIXES, MODE_NOTES, QUANT_MODES
 from perfmodel.analysis.validation.serving_results import ServingReport, ServingSummary
 
@@ -11,16 +13,6 @@ _MET = {True: "yes", False: "**no**", None: "no data"}
 SUMMARY_HEADER = ["rows", "set", "n", "TTFT median error", "TTFT within 25%",
                   "TTFT predicted/measured", "TPOT median error", "TPOT within 25%",
                   "TPOT predicted/measured"]
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    esc = [[str(c).replace("|", "\\|").replace("\n", " ") for c in r] for r in rows]
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
-        ["| " + " | ".join(r) + " |" for r in esc]
 
 
 def _stats(s: ServingSummary | None) -> list[str]:
@@ -42,10 +34,13 @@ def serving_summary_lines(rep: ServingReport) -> list[str]:
            ""]
     out += _table(["target", "limit", "value", "rows", "met"],
                   [[t.name, t.limit, _pct(t.value), str(t.n), _MET[t.met]] for t in rep.targets])
-    out += [""] + _table(SUMMARY_HEADER, [
-        _summary_row("aggregated", "datasheet", rep.summary),
-        _summary_row("aggregated MoE", "datasheet", rep.summary_moe),
-        _summary_row("disaggregated", "datasheet", rep.summary_disagg)])
+    rows = [_summary_row("aggregated", "datasheet", rep.summary),
+            _summary_row("aggregated MoE", "datasheet", rep.summary_moe),
+            _summary_row("disaggregated", "datasheet", rep.summary_disagg)]
+    if rep.baseline_summary is not None:
+        rows.append(_summary_row("aggregated, same rows", f"baseline: {rep.baseline_description}",
+                                 rep.baseline_summary))
+    out += [""] + _table(SUMMARY_HEADER, rows)
     n_pred = len(rep.rows)
     out += ["", f"{n_pred} of {rep.n_rows} rows predicted ({rep.n_agg} aggregated, "
             f"{rep.n_disagg} disaggregated in the file); {len(rep.unmapped)} listed with the reason."]
@@ -100,7 +95,7 @@ def serving_markdown(rep: ServingReport) -> list[str]:
     """The serving section of docs/accuracy.md."""
     out = ["## Serving under load", ""] + serving_summary_lines(rep) + [""]
     out += ["### Calibrated beside datasheet-only", ""] + _calibrated(rep) + [""]
-    for by in ("engine", "gpu", "model", "engine x gpu x model"):
+    for by in ("engine", "gpu", "model", "concurrency", "engine x gpu x model"):
         out += [f"### Aggregated rows by {by}", ""] + _groups(rep, by) + [""]
     if rep.rows:
         out += [f"### Worst {WORST_N} rows by TTFT", ""] + _worst(rep, "ttft") + [""]

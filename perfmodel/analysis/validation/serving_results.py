@@ -70,12 +70,12 @@ class ServingSummary(_Frozen):
 
 
 class ServingGroup(ServingSummary):
-    by: str = Field(description="engine, gpu, model, or engine x gpu x model.")
+    by: str = Field(description="engine, gpu, model, concurrency (bands), or engine x gpu x model.")
     key: str
 
 
 class ReasonCount(_Frozen):
-    reason: str
+    reason: str = Field(description="The reason with its numbers replaced by '#'.")
     n: int
 
 
@@ -94,6 +94,10 @@ class ServingReport(_Frozen):
         description="Rows whose GPU has a profile, with it.")
     summary_calibrated_baseline: ServingSummary | None = Field(
         description="The same rows, datasheet-only (side by side).")
+    baseline_description: str | None = Field(default=None, description="The baseline predictor.")
+    baseline_summary: ServingSummary | None = Field(
+        default=None, description="The baseline's datasheet errors on the aggregated rows both "
+                                  "predicted.")
     groups: list[ServingGroup]
     targets: list[TargetCheck]
     unmapped_reasons: list[ReasonCount]

@@ -11,10 +11,12 @@ the row's GPU exists, with it too. Every row is either scored or listed with its
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.profile import Profile
 from perfmodel.analysis.validation.checks import TargetCheck
@@ -28,6 +30,9 @@ from perfmodel.analysis.validation.serving_table import ServingMeasurement, read
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_SERVING = ROOT / "data" / "serving" / "aic_silicon_sample.csv"
 WITHIN = 0.25
+# concurrency bands of the by-concurrency breakdown: the error of a steady-state model grows
+# with load (issue 13), so the report shows it band by band (upper ends, powers of 4)
+CONCURRENCY_BANDS = (4, 16, 64, 256)
 # issue 13 (aggregated rows) and issue 14 (MoE, disaggregated rows), datasheet-only:
 # (name, rows, metric, kind, limit); kind 'median' is an upper limit on the median error,
 # 'within' a lower limit on the share within 25%, 'answered' a lower limit on the share predicted
@@ -84,20 +89,39 @@ def _row(t: ServingTarget, p: PredictedPoint, cal: PredictedPoint | None,
         assumptions=t.assumptions, **cal_fields)
 
 
+def reason_class(reason: str) -> str:
+    """A reason with its numbers replaced by '#', so rows refused for the same cause count
+    together ('needs 9216 KV tokens; the pool holds 5623' and '... 5619'); numbers inside
+    ids (qwen3.5-397b) stay. Every row keeps its full reason."""
+    return re.sub(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w.])", "#", reason)   # not inside ids
+
+
 def _unmapped(m: ServingMeasurement, reason: str) -> ServingUnmappedRow:
     return ServingUnmappedRow(dataset=m.dataset, row=m.row, label=m.label, row_id=m.get("id"),
                               mode=m.get("mode"), model_path=m.get("model_path"),
                               system=m.get("system"), backend=m.get("backend"), reason=reason)
 
 
+def concurrency_band(c: int) -> tuple[int, str]:
+    """(order, label) of the band of CONCURRENCY_BANDS holding concurrency c."""
+    lo = 1
+    for i, hi in enumerate(CONCURRENCY_BANDS):
+        if c <= hi:
+            return i, f"C {lo}-{hi}"
+        lo = hi + 1
+    return len(CONCURRENCY_BANDS), f"C >= {lo}"
+
+
 def _groups(rows: list[ServingRowResult]) -> list[ServingGroup]:
     keys = {"engine": lambda r: r.engine, "gpu": lambda r: r.gpu, "model": lambda r: r.model,
+            "concurrency": lambda r: concurrency_band(r.concurrency),
             "engine x gpu x model": lambda r: f"{r.engine} / {r.gpu} / {r.model}"}
     out = []
     for by, key in keys.items():
         for k in sorted({key(r) for r in rows}):
             s = summarize([r for r in rows if key(r) == k])
-            out.append(ServingGroup(by=by, key=k, **s.model_dump()))
+            out.append(ServingGroup(by=by, key=k[1] if isinstance(k, tuple) else k,
+                                    **s.model_dump()))
     return out
 
 
@@ -121,9 +145,11 @@ def _targets(agg, moe, disagg, n_disagg: int, n_disagg_done: int) -> list[Target
 
 def validate_serving(data: list[str | Path] | None = None,
                      profiles: dict[str, tuple[str, Profile]] | None = None,
-                     predictor: str | None = None) -> ServingReport:
+                     predictor: str | None = None, baseline: str | None = None) -> ServingReport:
     """Map, predict and score every serving row (module docstring). `profiles` maps a GPU
-    id to (profile name, Profile); `predictor` names one of serving_predict.predictors()."""
+    id to (profile name, Profile); `predictor` names one of serving_predict.predictors();
+    `baseline` another predictor whose datasheet errors on the same aggregated rows are
+    reported beside (skipped when it is the predictor itself)."""
     paths = [DEFAULT_SERVING] if data is None else list(data)
     pred = get_predictor(predictor)
     measured = [r for p in paths for r in read_serving(p)]
@@ -150,7 +176,13 @@ def validate_serving(data: list[str | Path] | None = None,
     dis = [r for r in rows if r.mode == "disagg"]
     with_cal = [r for r in agg if r.calibrated_ttft_s is not None]
     s_agg, s_moe, s_dis = summarize(agg), summarize([r for r in agg if r.moe]), summarize(dis)
-    return ServingReport(
+    base = {}
+    if baseline is not None and get_predictor(baseline).name != pred.name:
+        other = validate_serving(paths, None, baseline)
+        mine = {r.label for r in agg}
+        base = dict(baseline_description=other.predictor_description,
+                    baseline_summary=summarize([r for r in other.rows if r.label in mine]))
+    return ServingReport(**base,
         data=[_rel(p) for p in paths], predictor=pred.name,
         predictor_description=pred.description, statistic=pred.statistic,
         n_rows=len(measured), n_agg=by_mode.get("agg", 0), n_disagg=by_mode.get("disagg", 0),
@@ -159,7 +191,7 @@ def validate_serving(data: list[str | Path] | None = None,
         summary_calibrated_baseline=summarize(with_cal), groups=_groups(agg),
         targets=_targets(s_agg, s_moe, s_dis, by_mode.get("disagg", 0), len(dis)),
         unmapped_reasons=[ReasonCount(reason=k, n=v) for k, v in
-                          Counter(u.reason for u in skipped).most_common()],
+                          Counter(reason_class(u.reason) for u in skipped).most_common()],
         profiles=sorted(name for name, _ in profs.values()), rows=rows, unmapped=skipped)
 
 
@@ -168,3 +200,33 @@ def _rel(p: str | Path) -> str:
         return str(Path(p).resolve().relative_to(ROOT))
     except ValueError:
         return str(p)
+
+
+class MeasuredPoint(BaseModel):
+    """A measured serving point of one configuration (for charts beside a prediction)."""
+
+    model_config = ConfigDict(frozen=True)
+    label: str
+    concurrency: int
+    ttft_s: float = Field(description="Measured mean TTFT.")
+    tpot_s: float = Field(description="Measured mean TPOT.")
+    engine_version: str
+    assumptions: list[str]
+
+
+def measured_points(model: str, gpu: str, engine: str, weights: str, *, tp: int = 1, pp: int = 1,
+                    ep: int = 1, prompt: int, output: int,
+                    data: list[str | Path] | None = None) -> list[MeasuredPoint]:
+    """The aggregated rows that map to exactly this configuration (ids as the catalog,
+    hardware_db and engine presets spell them; KV precision is not matched: the files do
+    not state it), sorted by concurrency."""
+    paths = [DEFAULT_SERVING] if data is None else list(data)
+    targets, _ = map_serving_rows([r for p in paths for r in read_serving(p)])
+    want = (model, gpu, engine, weights, tp, pp, ep, prompt, output)
+    out = [MeasuredPoint(label=t.measurement.label, concurrency=t.concurrency,
+                         ttft_s=t.measurement.ttft_s, tpot_s=t.measurement.tpot_s,
+                         engine_version=t.measurement.get("backend_version"),
+                         assumptions=t.assumptions)
+           for t in targets if (t.model, t.gpu, t.engine, t.weights, t.tp, t.pp, t.ep, t.prompt,
+                                t.output) == want and t.attention_dp == 1]
+    return sorted(out, key=lambda m: (m.concurrency, m.label))

@@ -18,7 +18,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.analysis.validation.table import records, write_rows
 from perfmodel.core.errors import SpecFileError
+from perfmodel.core.files import DATA_MAX_BYTES, read_text
 from perfmodel.core.units import MS
 
 REQUIRED = ("backend", "model_path", "system", "mode", "isl", "osl", "silicon_ttft_ms",
@@ -75,30 +77,16 @@ def rows_from_dicts(dataset: str, records: list[dict[str, str]]) -> list[Serving
 def read_serving(path: str | Path) -> list[ServingMeasurement]:
     """Read one serving CSV; errors name the file and what is wrong."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, ValueError) as exc:
-        raise SpecFileError(f"{p}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    text = read_text(p, what="serving measurement table", max_bytes=DATA_MAX_BYTES)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     header = tuple(reader.fieldnames or ())
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise SpecFileError(f"{p}: not a serving measurement table: missing column(s) "
                             f"{', '.join(missing)}")
-    records = []
-    for rec in reader:
-        if None in rec:
-            raise SpecFileError(f"{p}: line {reader.line_num}: more cells than columns")
-        records.append(rec)
-    return rows_from_dicts(p.stem, records)
+    return rows_from_dicts(p.stem, records(reader, p))
 
 
 def write_serving(path: str | Path, rows: list[dict[str, str]]) -> None:
     """Write CSV-like dicts with every known column (tests and converters)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(COLUMNS))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r.get(k, "") for k in COLUMNS})
+    write_rows(path, rows, COLUMNS)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import re
 from pathlib import Path
 
@@ -64,11 +63,17 @@ class Measurement(BaseModel):
             v = float(self.value)
         except ValueError:
             return None
-        return v if math.isfinite(v) and v > 0 else None
+        return v if MEASURED_MIN <= v <= MEASURED_MAX else None
 
     @property
     def label(self) -> str:
         return f"{self.dataset}#{self.row}"
+
+
+MEASURED_MIN, MEASURED_MAX = 1e-12, 1e15
+"""Plausible measured values in base units (assumption): no latency below a picosecond, no
+rate above 1e15 tokens/s; outside them a row is unusable, and ratios of such values leave
+finite arithmetic."""
 
 
 def rows_from_dicts(dataset: str, records: list[dict[str, str]]) -> list[Measurement]:
@@ -85,6 +90,13 @@ def read_table(path: str | Path) -> list[Measurement]:
     """Read one CSV table; errors name the file and what is wrong."""
     p = Path(path)
     text = read_text(p, what="measurement table", max_bytes=DATA_MAX_BYTES)
+    try:
+        return _parse_table(p, text)
+    except csv.Error as exc:   # e.g. a cell over the csv module's field limit
+        raise SpecFileError(f"{p}: not a CSV table ({exc})") from None
+
+
+def _parse_table(p: Path, text: str) -> list[Measurement]:
     reader = csv.DictReader(io.StringIO(text, newline=""))   # quoted cells may hold newlines
     header = tuple(reader.fieldnames or ())
     missing = [c for c in COLUMNS if c not in header]
@@ -96,20 +108,30 @@ def read_table(path: str | Path) -> list[Measurement]:
         if extra:
             what.append(f"unknown column(s) {', '.join(map(str, extra))}")
         raise SpecFileError(f"{p}: not a measurement table: {'; '.join(what)}")
-    records = []
+    return rows_from_dicts(p.stem, records(reader, p))
+
+
+def records(reader: csv.DictReader, p: Path) -> list[dict[str, str]]:
+    """Every record of a CSV reader; a line with more cells than the header is an error."""
+    out = []
     for rec in reader:
         if None in rec:  # more cells than the header has columns
             raise SpecFileError(f"{p}: line {reader.line_num}: more cells than columns")
-        records.append(rec)
-    return rows_from_dicts(p.stem, records)
+        out.append(rec)
+    return out
+
+
+def write_rows(path: str | Path, rows: list[dict[str, str]], columns) -> None:
+    """Write CSV-like dicts with exactly these columns (missing cells empty)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(columns))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in columns})
 
 
 def write_table(path: str | Path, rows: list[dict[str, str]]) -> None:
     """Write CSV-like dicts with exactly the table's columns."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(COLUMNS))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r.get(k, "") for k in COLUMNS})
+    write_rows(path, rows, COLUMNS)

@@ -12,12 +12,11 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from pydantic import ValidationError
 
 from perfmodel.core.catalog.aliases import ALIASES, alias_of
 from perfmodel.core.catalog.hf_config import load_hf_config
-from perfmodel.core.files import load_mapping
-from perfmodel.core.errors import SpecFileError, UnknownIdError, pydantic_message
+from perfmodel.core.files import load_spec
+from perfmodel.core.errors import SpecFileError, UnknownIdError
 from perfmodel.core.specs import ModelSpec
 
 __all__ = ["ALIASES", "alias_of", "catalog_dir", "list_models", "load_model", "load_spec_file",
@@ -68,12 +67,7 @@ def load_spec_file(path: str | Path) -> ModelSpec:
 
 @functools.lru_cache(maxsize=256)
 def _parse_yaml(path: str, mtime_ns: int) -> ModelSpec:  # noqa: ARG001 - mtime keys the cache
-    p = Path(path)
-    data = load_mapping(p, what="model spec", fmt="yaml")
-    try:
-        return ModelSpec.model_validate(data)
-    except ValidationError as exc:
-        raise SpecFileError(f"{p}: {pydantic_message(exc)}") from None
+    return load_spec(Path(path), ModelSpec, what="model spec", fmt="yaml")
 
 
 @functools.lru_cache(maxsize=1)

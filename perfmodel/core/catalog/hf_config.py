@@ -133,12 +133,35 @@ def spec_from_hf_dict(cfg: Any, path: str | Path = "config.json") -> ModelSpec:
     moe = _moe(f, model_type, layers)
     if moe is not None:
         fields["moe"] = moe
+    fields["checkpoint_weights"] = checkpoint_weights(cfg.get("quantization_config"))
     ident, name, repo = _identity(cfg, p)
     try:
         return ModelSpec(id=ident, name=name, hf_repo=repo,
                          source=f"Hugging Face config.json read from {p}", **fields)
     except ValidationError as exc:
         raise SpecFileError(f"{p}: {pydantic_message(exc)}") from None
+
+
+def checkpoint_weights(qc: Any) -> str | None:
+    """A config's quantization_config in --weights syntax, or None (unquantized/unknown).
+
+    gpt-oss: quant_method 'mxfp4' quantizes the routed experts only (modules_to_not_convert
+    lists self_attn, router, embed_tokens, lm_head) -> 'bf16,experts=fp4' (MXFP4: 32-element
+    blocks sharing an E8M0 scale, OCP MX spec).
+    DeepSeek-V3/R1: quant_method 'fp8', fmt e4m3, weight_block_size [128, 128] -> 'fp8-b128'
+    (every linear layer; embeddings and norms stay bf16, which is weight_bpe's default)."""
+    if not isinstance(qc, dict):
+        return None
+    method = str(qc.get("quant_method", "")).lower()
+    if method == "mxfp4":
+        return "bf16,experts=fp4"
+    if method == "fp8":
+        block = qc.get("weight_block_size")
+        if isinstance(block, list) and len(block) == 2 and block[0] == block[1] \
+                and isinstance(block[0], int) and block[0] > 0:
+            return f"fp8-b{block[0]}"
+        return "fp8"
+    return None
 
 
 class _Fields:

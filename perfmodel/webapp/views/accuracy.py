@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.webapp import charts_accuracy, data_pages, inputs
+from perfmodel.webapp import charts_accuracy, charts_serving, data_pages, inputs
 from perfmodel.webapp.texts import num
 
 UNITS = {"decode_tok_s_per_user": "tok/s", "output_tok_s_total": "tok/s", "ttft_ms": "ms",
@@ -20,8 +20,6 @@ def pct(x) -> str:
 def render() -> None:
     scn = inputs.keep_url("accuracy")
     st.title("Accuracy")
-    if inputs.optional("perfmodel.analysis.validation.run", "validation (perfmodel/analysis/validation/run.py)") is None:
-        return
     rep = inputs.call(data_pages.validation)
     if rep is None:
         return
@@ -68,10 +66,40 @@ def render() -> None:
                   "calibrated": [num(r.calibrated_predicted) if r.calibrated_predicted else "" for r in rows],
                   "bound": [r.bound for r in rows],
                   "diagnosis": [r.diagnosis for r in rows]}, hide_index=True)
+    if rep.serving is not None:
+        serving_section(rep.serving)
     with st.expander(f"Rows not predicted ({len(rep.unmapped)})"):
         st.dataframe({"row": [u.label for u in rep.unmapped], "metric": [u.metric for u in rep.unmapped],
                       "gpu": [u.gpu for u in rep.unmapped], "model": [u.model for u in rep.unmapped],
                       "reason": [u.reason for u in rep.unmapped]}, hide_index=True)
+
+
+def serving_section(srv) -> None:
+    """The measured serving points (perfmodel.analysis.validation.serving_run)."""
+    st.subheader("Serving under load")
+    st.caption(f"{len(srv.rows)} of {srv.n_rows} measured serving points ({', '.join(srv.data)}) "
+               f"predicted with the {srv.predictor_description}; compared: {srv.statistic} vs "
+               "the measured means.")
+    st.dataframe({"target": [t.name for t in srv.targets],
+                  "value": [pct(t.value) for t in srv.targets],
+                  "limit": [t.limit for t in srv.targets], "rows": [t.n for t in srv.targets],
+                  "met": ["n/a" if t.met is None else ("yes" if t.met else "NO")
+                          for t in srv.targets]}, hide_index=True)
+    groups = [g for g in srv.groups if g.by != "engine x gpu x model"]
+    st.dataframe({"by": [g.by for g in groups], "key": [g.key for g in groups],
+                  "rows": [g.n for g in groups],
+                  "TTFT median APE": [pct(g.ttft_median_ape) for g in groups],
+                  "TTFT pred/meas": [f"{g.ttft_median_ratio:.2f}" for g in groups],
+                  "TPOT median APE": [pct(g.tpot_median_ape) for g in groups],
+                  "TPOT pred/meas": [f"{g.tpot_median_ratio:.2f}" for g in groups]},
+                 hide_index=True)
+    agg = [r for r in srv.rows if r.mode == "agg"]
+    left, right = st.columns(2)
+    left.plotly_chart(charts_serving.ratio_vs_concurrency(agg, "ttft"), width="stretch")
+    right.plotly_chart(charts_serving.ratio_vs_concurrency(agg, "tpot"), width="stretch")
+    with st.expander(f"Serving points not predicted ({len(srv.unmapped)}), by reason"):
+        st.dataframe({"reason": [r.reason for r in srv.unmapped_reasons],
+                      "rows": [r.n for r in srv.unmapped_reasons]}, hide_index=True)
 
 
 if __name__ == "__main__":

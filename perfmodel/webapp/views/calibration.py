@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.core.errors import PerfModelError
 from perfmodel.core.units import US
 from perfmodel.webapp import charts_calib, data_pages, inputs, state
 from perfmodel.webapp.texts import num
@@ -22,29 +21,13 @@ def _use(ref: str) -> None:
     inputs.set_field("profile", ref)
 
 
-def _on_raw() -> None:
-    f = st.session_state.get("up_raw")
-    if f is None:
+def _on_upload(kind: str, upload_key: str, field: str) -> None:
+    """Uploader callback: store the file, remember it, make it the scenario's `field`."""
+    ref = inputs.store_upload(kind, upload_key)
+    if ref is None:
         return
-    try:
-        ref = state.save_upload("raw", f.getvalue(), f.name)
-    except PerfModelError as exc:
-        st.session_state["upload_error"] = str(exc)
-        return
-    inputs.remember("calib_raw", ref)
-    inputs.set_field("calib_raw", ref)
-
-
-def _on_profile() -> None:
-    f = st.session_state.get("up_profile")
-    if f is None:
-        return
-    try:
-        ref = state.save_upload("profile", f.getvalue(), f.name)
-    except PerfModelError as exc:
-        st.session_state["upload_error"] = str(exc)
-        return
-    _use(ref)
+    inputs.remember(field, ref)
+    inputs.set_field(field, ref)
 
 
 def fit_section(scn) -> None:
@@ -98,7 +81,7 @@ def profile_section(scn) -> None:
                + f"; engines: {', '.join(prof.engines) or 'none'}.")
     if prof.efficiency is not None:
         e = prof.efficiency
-        st.caption(f"Efficiencies: memory bw {num(e.mem_bw)}, GEMM max {num(e.gemm_max)}, GEMM half-M "
+        st.caption(f"Efficiencies: memory bw {num(e.mem_bw_fraction)}, GEMM max {num(e.gemm_max)}, GEMM half-M "
                    f"{num(e.gemm_half_m)} rows, attention KV read {num(e.attn_mem)}, kernel "
                    f"{num(e.kernel_s / US)} us.")
 
@@ -106,8 +89,6 @@ def profile_section(scn) -> None:
 def render() -> None:
     scn = inputs.sidebar("calibration")
     st.title("Calibration")
-    if inputs.optional("perfmodel.analysis.calibration", "calibration (perfmodel/calibration)") is None:
-        return
     st.caption("Run `perfmodel calibrate run` (or `python calibrate/bench.py`) on your GPU, then fit "
                "its raw JSON here; or load a profile YAML. The profile replaces the datasheet "
                "efficiencies and engine overheads on every page (sidebar: Calibration profile).")
@@ -122,9 +103,11 @@ def render() -> None:
     c[1].selectbox("Card", gpus + ([scn.calib_gpu] if scn.calib_gpu not in gpus else []),
                    key="w_calib_gpu", format_func=lambda g: g or "from the raw file")
     c = st.columns(2)
-    c[0].file_uploader("Upload a raw bench JSON", type=["json"], key="up_raw", on_change=_on_raw)
+    c[0].file_uploader("Upload a raw bench JSON", type=["json"], key="up_raw", on_change=_on_upload,
+                       args=("raw", "up_raw", "calib_raw"))
     c[1].file_uploader("...or a profile YAML", type=["yaml", "yml"], key="up_profile",
-                       on_change=_on_profile)
+                       on_change=_on_upload,
+                       args=("profile", "up_profile", "profile"))
     scn = inputs.current()
     if scn.calib_raw:
         fit_section(scn)

@@ -135,9 +135,7 @@ def show_free(scn) -> None:
 def render() -> None:
     scn = inputs.sidebar("claims")
     st.title("Claim checker")
-    claims = inputs.optional("perfmodel.analysis.claims", "the claim checker (perfmodel/claims)")
-    if claims is None:
-        return
+    from perfmodel.analysis import claims
     st.radio("Check", ["preset", "free"], key="w_claim_mode", horizontal=True,
              format_func=lambda k: {"preset": "a seed document (preset)",
                                     "free": "my own claim against the sidebar scenario"}[k])

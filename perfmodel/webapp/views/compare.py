@@ -18,10 +18,10 @@ def form(scn) -> None:
         c = st.columns(4)
         c[0].number_input("Request rate (req/s)", 0.0, 1e6, step=1.0, key="w_size_rate",
                           help="Poisson arrivals of requests with the sidebar's prompt and output lengths.")
-        c[1].number_input("TTFT target (ms)", 1.0, 1e7, step=100.0, key="w_size_ttft_ms",
-                          help=help_text("ttft_s"))
-        c[2].number_input("TPOT target (ms)", 0.1, 1e6, step=5.0, key="w_size_tpot_ms",
-                          help=help_text("tpot_s"))
+        c[1].number_input("TTFT target (s)", 0.001, 1e4, step=0.1, format="%.3f",
+                          key="w_size_ttft_slo_s", help=help_text("ttft_s"))
+        c[2].number_input("TPOT target (s)", 0.0001, 1e3, step=0.005, format="%.4f",
+                          key="w_size_tpot_slo_s", help=help_text("tpot_s"))
         c[3].number_input("Most GPUs", 1, 256, step=1, key="w_size_max_gpus",
                           help="Largest GPU count of one deployment (replicas x TP x PP).")
         c = st.columns([3, 2, 1])
@@ -35,8 +35,6 @@ def form(scn) -> None:
 def render() -> None:
     scn = inputs.sidebar("compare")
     st.title("Compare GPUs / sizing")
-    if inputs.optional("perfmodel.analysis.sizing", "the sizing search (perfmodel/analysis/sizing.py)") is None:
-        return
     st.caption(f"The cheapest deployments of {scn.model} serving the rate with {scn.prompt}-token "
                f"prompts and {scn.output}-token outputs (sidebar), each GPU at its best shape, "
                "ranked by $ per hour.")

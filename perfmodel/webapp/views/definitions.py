@@ -50,10 +50,10 @@ def efficiency_table() -> dict[str, list]:
     for (vendor, mem), ids in sorted(seen.items()):
         e = default_efficiency(next(h for h in list_gpus() if h.id == ids[0]))
         for k, v in (("vendor", vendor), ("memory", mem), ("cards", ", ".join(ids)),
-                     ("memory bw", e.mem_bw), ("GEMM max", e.gemm_max),
+                     ("memory bw", e.mem_bw_fraction), ("GEMM max", e.gemm_max),
                      ("GEMM half-M (rows)", e.gemm_half_m), ("attention compute", e.attn_compute),
                      ("attention KV read", e.attn_mem), ("kernel (us)", e.kernel_s / US),
-                     ("link", e.link)):
+                     ("link", e.link_fraction)):
             cols[k].append(v)
     return cols
 

@@ -51,9 +51,7 @@ def predicted(run, scn):
 def render() -> None:
     scn = inputs.sidebar("measure")
     st.title("Measure an endpoint")
-    ep = inputs.optional("perfmodel.analysis.endpoint", "the endpoint benchmark (perfmodel/endpoint)")
-    if ep is None:
-        return
+    from perfmodel.analysis import endpoint as ep
     st.caption("Sends streamed requests to a running OpenAI-compatible server (vLLM, SGLang, "
                "TensorRT-LLM, llama.cpp, Ollama) at each concurrency level, and plots the model's "
                "prediction for the sidebar's model, GPU, engine and precision beside each level.")

@@ -69,8 +69,6 @@ def table(points) -> None:
 def render() -> None:
     scn = inputs.sidebar("serving")
     st.title("Serving run")
-    if inputs.optional("perfmodel.serving.simulate", "the serving simulator") is None:
-        return
     st.caption("A simulated benchmark of the sidebar's scenario: every step of the engine's "
                "scheduler priced by the one op list (perfmodel.serving.simulate).")
     controls(scn)
@@ -104,11 +102,16 @@ def render() -> None:
                                    f"({p.num_requests} requests)"), width="stretch")
     left, right = st.columns(2)
     c = [q.concurrency for q in pts]
+    measured = inputs.call(data_pages.measured_serving, scn.key(), where=left) or []
     left.plotly_chart(charts_serving.latency_percentiles(
         c, {"p50": [q.ttft_p50_s for q in pts], "p90": [q.ttft_p90_s for q in pts],
             "p99": [q.ttft_p99_s for q in pts]},
         {"p50": [q.tpot_p50_s for q in pts], "p90": [q.tpot_p90_s for q in pts]},
-        [q.fits for q in pts]), width="stretch")
+        [q.fits for q in pts], measured), width="stretch")
+    left.caption(f"Diamonds: {len(measured)} measured means of this exact configuration "
+                 "(data/serving/aic_silicon_sample.csv; KV precision not stated there)."
+                 if measured else "No measured serving point for this exact configuration "
+                 "(model, GPU, engine, weights, parallelism, prompt and output lengths).")
     right.plotly_chart(charts_serving.throughput(
         c, [q.output_tok_s_total for q in pts], [q.request_rate_rps for q in pts],
         [q.fits for q in pts]), width="stretch")

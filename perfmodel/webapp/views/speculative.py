@@ -15,9 +15,6 @@ GAMMAS = tuple(range(1, 9))
 def render() -> None:
     scn = inputs.sidebar("speculative")
     st.title("Speculative decoding")
-    spec = inputs.optional("perfmodel.analysis.speculative", "speculative decoding (perfmodel/analysis/speculative.py)")
-    if spec is None:
-        return
     from perfmodel.analysis.drafts import METHODS
 
     st.caption(f"Target: the sidebar's scenario at batch {scn.batch}, context {scn.prompt} tokens "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from perfmodel.core.units import GB, MS, fmt_bytes
+from perfmodel.serving.knee import KNEE_RULE
 from perfmodel.webapp import charts_sweep, data, data_pages, inputs
 from perfmodel.webapp.texts import help_text, num
 
@@ -32,8 +33,8 @@ def batch_section(key: str, grid: tuple[int, ...]) -> None:
     st.plotly_chart(charts_sweep.latency_throughput(curve.x, curve.output_tok_s_total, curve.tpot_s,
                                                     curve.fits, knee), width="stretch")
     if curve.knee is not None:
-        st.caption(f"Knee: {'batch ' + str(knee) if knee else 'not reached'} — {curve.knee.reason} "
-                   "(the rule perfmodel.analysis.endpoint applies to measured curves).")
+        st.caption(f"Knee: {'batch ' + str(knee) if knee else 'not reached'} — {curve.knee.reason}. "
+                   f"{curve.knee.rule} (the same rule measured curves use).")
     if not curve.fits.all():
         st.warning(f"Batches above {int(curve.x[curve.fits].max()) if curve.fits.any() else 0} "
                    "do not fit in memory at this prompt + output length (grey points).")
@@ -41,26 +42,39 @@ def batch_section(key: str, grid: tuple[int, ...]) -> None:
           curve.output_tok_s_total, curve.fits, curve.bound)
 
 
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else num(seconds / MS)
+
+
 def concurrency_section(key: str, grid: tuple[int, ...]) -> None:
     res = inputs.call(data_pages.serve, key, grid)
     if res is None:
         return
-    curve, knee = res
-    for w in curve.warnings:
+    rep, knee = res
+    for w in rep.warnings:
         st.warning(w)
-    pts = curve.points
+    pts = rep.points
     x = [p.concurrency for p in pts]
-    headline(x, [p.output_tok_s_total for p in pts], [p.tpot_s for p in pts], [p.fits for p in pts],
-             knee.concurrency, "concurrency")
-    st.plotly_chart(charts_sweep.latency_throughput(
-        x, [p.output_tok_s_total for p in pts], [p.tpot_s for p in pts], [p.fits for p in pts],
-        knee.concurrency, x_name="concurrency"), width="stretch")
-    st.caption(f"Knee: concurrency {knee.concurrency} ({knee.reason}). {knee.rule}. "
-               f"{curve.batching} batching{', prefill mixed into decode steps' if curve.mixed_prefill else ''}; "
-               f"the replica holds at most {curve.max_concurrency} requests (limited by {curve.limited_by}).")
-    table(x, "concurrency", [p.ttft_s for p in pts], [p.tpot_s for p in pts],
-          [p.decode_tok_s_per_user for p in pts], [p.output_tok_s_total for p in pts],
-          [p.fits for p in pts])
+    total = [p.output_tok_s_total or 0.0 for p in pts]
+    tpot = [p.tpot_p50_s or 0.0 for p in pts]
+    fits = [bool(p.fits and p.tpot_p50_s) for p in pts]
+    k = knee.concurrency if knee else None
+    headline(x, total, tpot, fits, k, "concurrency")
+    st.plotly_chart(charts_sweep.latency_throughput(x, total, tpot, fits, k, x_name="concurrency"),
+                    width="stretch")
+    st.caption(f"Simulated closed-loop benchmark (perfmodel.serving.simulate): C requests released "
+               f"at once, TPOT and TTFT are p50s. Knee: "
+               f"{'concurrency ' + str(k) if k else 'not reached'}"
+               f"{' (' + knee.reason + ')' if knee else ''}. {KNEE_RULE}. Scheduler: {rep.scheduler}.")
+    st.dataframe({"concurrency": x,
+                  "TTFT p50 (ms)": [_ms(p.ttft_p50_s) for p in pts],
+                  "TTFT p90 (ms)": [_ms(p.ttft_p90_s) for p in pts],
+                  "TPOT p50 (ms)": [_ms(p.tpot_p50_s) for p in pts],
+                  "TPOT p90 (ms)": [_ms(p.tpot_p90_s) for p in pts],
+                  "aggregate (tok/s)": ["-" if p.output_tok_s_total is None
+                                        else num(p.output_tok_s_total) for p in pts],
+                  "fits": [bool(p.fits) for p in pts],
+                  "note": [p.reason for p in pts]}, hide_index=True)
 
 
 def headline(x, total, tpot, fits, knee, name: str) -> None:
@@ -74,7 +88,7 @@ def headline(x, total, tpot, fits, knee, name: str) -> None:
                          f"in memory: {name} {int(x[best])}.")
         c[1].metric(f"TPOT at {name} {int(x[best])}", f"{num(tpot[best] / MS)} ms", help=help_text("tpot_s"))
     c[2].metric("Knee", f"{name} {int(knee)}" if knee else "not reached",
-                help="Where doubling adds less than 10% throughput while TPOT grows.")
+                help=KNEE_RULE)
 
 
 def table(x, name, ttft, tpot, per_user, total, fits, bound=None) -> None:
@@ -97,7 +111,7 @@ def render() -> None:
     c1, c2 = st.columns([1, 3])
     c1.radio("Sweep over", ["batch", "concurrency"], key="w_sweep_over", horizontal=True,
              help="batch: B sequences decoded together (perfmodel.core.predict). concurrency: C requests "
-                  "in flight on a serving engine, prefill interleaved (perfmodel.serving.curve).")
+                  "in flight on a serving engine, a simulated benchmark (perfmodel.serving.simulate).")
     top = c2.select_slider(f"Largest {scn.sweep_over}", sorted(set(BATCH_LIMITS) | {scn.sweep_max_batch}),
                            key="w_sweep_max_batch",
                            help="Points at 1, 2, 4, ... up to this value.")

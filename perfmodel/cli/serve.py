@@ -1,0 +1,80 @@
+"""`perfmodel serve`: simulate a serving benchmark (closed loop, open loop or a trace) on the
+engine's scheduler and print the percentiles bench-endpoint measures."""
+
+from __future__ import annotations
+
+import argparse
+
+from perfmodel import api
+from perfmodel.cli.common import (add_query_args, int_list, positive_float, print_json,
+                                  print_notes, print_table, query_from_args)
+from perfmodel.cli.memory import TARGET_FIELDS, add_target_args
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.query import field_help
+from perfmodel.core.units import ms
+
+
+def float_list(text: str) -> list[float]:
+    vals = [positive_float(t) for t in text.split(",") if t.strip()]
+    if not vals:
+        raise argparse.ArgumentTypeError(f"{text!r} is an empty list")
+    return vals
+
+
+SERVE_FIELDS = ("activations", "ep", "dp", "profile", "prompt_tokens", "output_tokens",
+                "num_requests", "burstiness", "range_ratio", "prefix_hit", "ttft_slo_s",
+                "tpot_slo_s", "seed", "max_num_seqs", "max_num_batched_tokens")
+"""Query fields `perfmodel serve` takes as flags (the levels and --trace are added beside)."""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("serve", help="simulate a serving benchmark on the engine's scheduler "
+                       "(TTFT/TPOT/ITL percentiles, throughput, goodput)")
+    add_target_args(p)
+    add_query_args(p, SERVE_FIELDS, defaults={"prompt_tokens": None, "output_tokens": None})
+    load = p.add_mutually_exclusive_group(required=True)
+    load.add_argument("--concurrency", type=int_list,
+                      help="closed loop: requests in flight, one level or a list, e.g. 1,8,64")
+    load.add_argument("--rate-rps", "--rate", dest="rate_rps", type=float_list,
+                      help="open loop: requests per second, one level or a list, e.g. 2,5 "
+                      "(--rate: old spelling, kept for one release)")
+    load.add_argument("--trace", help=field_help("trace"))
+    p.add_argument("--timeline", action="store_true", help="include the per-step timeline (JSON)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.trace is None and (args.prompt_tokens is None or args.output_tokens is None):
+        raise PerfModelError("--prompt-tokens and --output-tokens are required without --trace")
+    q = query_from_args(args, TARGET_FIELDS + SERVE_FIELDS + ("trace",))
+    r = api.serve(q, concurrencies=args.concurrency, rate_rps=args.rate_rps,
+                  timeline=args.timeline)
+    if args.json:
+        print_json(r)
+        return 0
+    shape = "trace" if r.arrival == "trace" else f"{r.prompt_tokens} in / {r.output_tokens} out"
+    print(f"{r.model} on {r.gpu} x{r.tp * r.pp * q.dp}, {r.engine}, {r.precision}, {shape}, "
+          f"{r.arrival}")
+    print_table([_row(p) for p in r.points])
+    for p in r.points:
+        if not p.fits:
+            print(f"level {p.concurrency or p.rate_rps}: {p.reason}")
+    print(f"scheduler: {r.scheduler}")
+    print_notes(r)
+    return 0
+
+
+def _row(p) -> dict:
+    def opt(x, f=ms):
+        return "-" if x is None else f(x)
+    row = {"conc": p.concurrency} if p.concurrency is not None else {"rate/s": p.rate_rps}
+    row.update({"n": p.num_requests, "fits": p.fits,
+                "TTFT p50 ms": opt(p.ttft_p50_s), "TTFT p90": opt(p.ttft_p90_s),
+                "TTFT p99": opt(p.ttft_p99_s), "TPOT p50 ms": opt(p.tpot_p50_s),
+                "TPOT p90": opt(p.tpot_p90_s),
+                "ITL p99 ms": opt(p.itl_p99_s), "E2E p50 s": opt(p.e2e_p50_s, float),
+                "out tok/s": opt(p.output_tok_s_total, float),
+                "req/s": opt(p.request_rate_rps, float), "preempt": p.preemptions})
+    if p.goodput_rps is not None:
+        row["goodput/s"] = p.goodput_rps
+    return row

@@ -1,0 +1,75 @@
+"""A Query's serving workload, simulated: the one path from a Query (and its resolved Scenario)
+to the simulator's points. `api.serve` returns the whole `ServeReport`; `api.evaluate` puts its
+point in `Evaluation.serving`.
+
+The levels come from the Query (its one concurrency, rate_rps or trace) unless a caller
+lists several (`concurrencies=[...]` or `rate_rps=[...]`, as `perfmodel serve` does).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.predict import Scenario
+from perfmodel.core.query import Query
+from perfmodel.serving.curve import Served
+from perfmodel.serving.simulate import ServePoint, on_server, simulate_points, with_scheduler
+from perfmodel.serving.workload import DEFAULT_PROMPTS_PER_SLOT, ServeWorkload, serve_workloads
+
+
+class ServeReport(Served):
+    """A simulated serving benchmark (perfmodel.serving.simulate), one point per level."""
+
+    arrival: str = Field(description="closed, poisson, gamma or trace")
+    prompt_tokens: int | None
+    output_tokens: int | None
+    range_ratio: float
+    prefix_hit: float
+    scheduler: str = Field(description="the engine's scheduler limits and their source")
+    max_num_seqs: int | None = Field(description="sequences the engine runs at once (None: KV decides)")
+    max_num_batched_tokens: int | None = Field(description="token budget of one step (None: unlimited)")
+    points: list[ServePoint]
+    warnings: list[str]
+    assumptions: list[str]
+
+
+def query_workloads(q: Query, *, concurrencies=None, rate_rps=None) -> list[ServeWorkload]:
+    """One workload per level: the listed levels, else the Query's own level."""
+    if concurrencies is None and rate_rps is None:
+        concurrencies = None if q.concurrency is None else [q.concurrency]
+        rate_rps = None if q.rate_rps is None else [q.rate_rps]
+    elif q.concurrency is not None or q.rate_rps is not None:
+        raise PerfModelError("give the levels either in the Query (concurrency, rate_rps) or as "
+                             "concurrencies / rate_rps lists, not both")
+    return serve_workloads(prompt_tokens=q.prompt_tokens, output_tokens=q.output_tokens,
+                           concurrencies=concurrencies, rate_rps=rate_rps, trace=q.trace,
+                           num_requests=q.num_requests, range_ratio=q.range_ratio,
+                           prefix_hit=q.prefix_hit, burstiness=q.burstiness, seed=q.seed)
+
+
+def serve_report(q: Query, sc: Scenario, warnings: list[str], assumptions: list[str], *,
+                 concurrencies=None, rate_rps=None, timeline: bool = False) -> ServeReport:
+    """Simulate the Query's serving workload on its resolved Scenario (api.resolve)."""
+    sc = with_scheduler(on_server(sc), max_num_seqs=q.max_num_seqs,
+                        max_num_batched_tokens=q.max_num_batched_tokens)
+    wls = query_workloads(q, concurrencies=concurrencies, rate_rps=rate_rps)
+    longest = wls[0].longest_prompt + wls[0].longest_output
+    if longest > sc.model.max_context:
+        raise PerfModelError(f"prompt + output of {longest} tokens exceed the "
+                             f"{sc.model.max_context}-token context of {sc.model.id}")
+    points = simulate_points(sc, wls, ttft_slo_s=q.ttft_slo_s, tpot_slo_s=q.tpot_slo_s,
+                             timeline=timeline)
+    seqs, budget = sc.engine.scheduler.limits(sc.hw, sc.dep.pp)
+    sched = (f"{sc.engine.batching} batching, max_num_seqs {seqs or 'KV-limited'}, token budget "
+             f"{budget or 'unlimited'}; {sc.engine.scheduler.source or 'no source'}")
+    assumptions = list(assumptions)
+    if wls[0].arrival == "closed" and q.num_requests is None:
+        assumptions.append(f"{DEFAULT_PROMPTS_PER_SLOT} x concurrency requests per level "
+                           "(InferenceMAX / vLLM bench serve recipe; set num_requests)")
+    return ServeReport(
+        model=sc.model.id, gpu=sc.hw.id, engine=sc.engine.id, precision=sc.precision.label,
+        tp=q.tp, pp=q.pp, ep=q.ep, arrival=wls[0].arrival, prompt_tokens=wls[0].prompt_tokens,
+        output_tokens=wls[0].output_tokens, range_ratio=q.range_ratio, prefix_hit=q.prefix_hit,
+        scheduler=sched, max_num_seqs=seqs, max_num_batched_tokens=budget, points=points,
+        warnings=list(warnings), assumptions=assumptions)
