@@ -168,6 +168,24 @@ def test_cli_table_json_and_bad_input(capsys):
     assert "does not divide" in err and "\n" not in err
 
 
+def test_serve_disagg_flag_matches_the_alias_command(capsys):
+    pools = ["--concurrency", "1,4", "--prefill-workers", "1", "--decode-workers", "2", "--json"]
+    assert cli_main(["serve", "--disagg", "--model", MODEL, "--gpu", GPU, "--prompt-tokens", "512",
+                     "--output-tokens", "16"] + pools) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert cli_main(["serve-disagg", "--model", MODEL, "--gpu", GPU, "--prompt", "512",
+                     "--output", "16"] + pools) == 0
+    b = json.loads(capsys.readouterr().out)
+    assert a["decode"]["workers"] == 2 and a["points"] == b["points"]
+    # without the pools, or with a scheduler override it does not model: one clean error
+    assert cli_main(["serve", "--disagg", "--model", MODEL, "--gpu", GPU, "--prompt-tokens",
+                     "512", "--output-tokens", "16", "--concurrency", "1"]) == 2
+    assert "--prefill-workers" in capsys.readouterr().err
+    assert cli_main(["serve", "--disagg", "--model", MODEL, "--gpu", GPU, "--prompt-tokens",
+                     "512", "--output-tokens", "16", "--max-num-seqs", "4"] + pools) == 2
+    assert "not modelled with --disagg" in capsys.readouterr().err
+
+
 def test_preempted_cached_prefixes_do_not_stall_the_decode_worker():
     # 70B fp8 on one H100 holds ~2 requests of KV: the decode worker preempts, and the waiting
     # requests' transferred KV is evicted and recomputed rather than stalling the scheduler

@@ -1,8 +1,8 @@
 """`perfmodel serve-disagg`: simulate disaggregated serving (P prefill workers, D decode workers,
 the KV cache moved between them) and print the percentiles `serve` prints.
 
-`add_disagg_args(parser)` and `run_disagg(args)` also serve `perfmodel serve --disagg` once the
-`serve` command is present: it adds the pool flags and dispatches here when --disagg is set."""
+`add_disagg_args(parser)` and `run_disagg(args)` also serve `perfmodel serve --disagg`, which adds
+the pool flags and dispatches here when --disagg is set; `serve-disagg` is kept as an alias."""
 
 from __future__ import annotations
 
@@ -60,20 +60,35 @@ def register(sub) -> None:
     p.set_defaults(func=run_disagg)
 
 
+def _arg(args, *names):
+    """The first of `names` the namespace has (serve-disagg and serve --disagg spell some
+    flags differently: --prompt / --prompt-tokens, --rate / --rate-rps, --requests /
+    --num-requests)."""
+    return next((getattr(args, n) for n in names if hasattr(args, n)), None)
+
+
 def run_disagg(args) -> int:
     if args.prefill_workers is None or args.decode_workers is None:
         raise PerfModelError("--prefill-workers and --decode-workers are required")
-    if args.trace is None and (args.prompt is None or args.output is None):
-        raise PerfModelError("--prompt and --output are required without --trace")
+    prompt, output = _arg(args, "prompt", "prompt_tokens"), _arg(args, "output", "output_tokens")
+    if args.trace is None and (prompt is None or output is None):
+        raise PerfModelError("prompt and output lengths are required without --trace")
+    for flag in ("max_num_seqs", "max_num_batched_tokens"):
+        if getattr(args, flag, None) is not None:
+            raise PerfModelError(f"--{flag.replace('_', '-')} is not modelled with --disagg")
     pools = {role: dict(workers=getattr(args, f"{role}_workers"), tp=getattr(args, f"{role}_tp"),
                         pp=getattr(args, f"{role}_pp"), ep=getattr(args, f"{role}_ep"),
                         dp=getattr(args, f"{role}_dp")) for role in ("prefill", "decode")}
+    extra = {k: getattr(args, k) for k in ("activations", "range_ratio", "prefix_hit",
+                                           "burstiness", "ttft_slo_s", "tpot_slo_s")
+             if getattr(args, k, None) is not None}
     r = api.serve_disagg(args.model, args.gpu, prefill=pools["prefill"], decode=pools["decode"],
                          weights=args.weights, kv=args.kv, engine=args.engine,
-                         profile=args.profile, prompt_tokens=args.prompt, output_tokens=args.output,
-                         concurrencies=args.concurrency, rate_rps=args.rate, trace=args.trace,
-                         num_requests=args.requests, layerwise_transfer=args.layerwise_transfer,
-                         seed=max(args.seed, 0), hardware_dir=args.hardware_dir)
+                         profile=args.profile, prompt_tokens=prompt, output_tokens=output,
+                         concurrencies=args.concurrency, rate_rps=_arg(args, "rate", "rate_rps"),
+                         trace=args.trace, num_requests=_arg(args, "requests", "num_requests"),
+                         layerwise_transfer=args.layerwise_transfer,
+                         seed=max(args.seed or 0, 0), hardware_dir=args.hardware_dir, **extra)
     if args.json:
         print_json(r)
         return 0
