@@ -473,3 +473,27 @@ def test_disagg_concurrency_counts_attention_dp_ranks_and_falls_back_to_the_id()
 def test_disagg_rows_need_a_disaggregated_predictor():
     u = _map(**_disagg_row())
     assert isinstance(u, ServingUnmapped) and "disaggregated" in u.reason
+
+
+def test_disagg_levels_above_the_work_bound_are_listed_not_simulated(monkeypatch):
+    # a bound on validation work: levels above DISAGG_SIM_MAX_CONCURRENCY get the stated
+    # reason; only the levels within it reach the simulator
+    from perfmodel import api
+    seen = []
+
+    def fake(*a, concurrencies, **kw):
+        seen.extend(concurrencies)
+        return type("R", (), {"points": []})()
+
+    monkeypatch.setattr(api, "serve_disagg", fake)
+    t = _map(Capabilities(disagg=True), **_disagg_row())
+    c = sp.DISAGG_SIM_MAX_CONCURRENCY
+    got = sp.simulated(t, [c, c + 1, 4 * c], None, sp._Specs())
+    assert seen == [c]
+    assert got[c + 1] == got[4 * c] == sp.BOUND_REASON and "bound on validation work" in got[c + 1]
+
+
+def test_the_default_predictor_simulates_no_disaggregated_row():
+    assert not sp.get_predictor(None).capabilities.disagg
+    u = _map(sp.get_predictor(None).capabilities, **_disagg_row())
+    assert isinstance(u, ServingUnmapped) and "disaggregated" in u.reason

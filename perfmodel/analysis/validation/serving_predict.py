@@ -114,15 +114,30 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
     return _points(rep)
 
 
+DISAGG_SIM_MAX_CONCURRENCY = 256
+"""A bound on validation work, not a judgement of the rows: a disaggregated level is a
+closed loop of 10 x C requests through both pools, iterated to a fixed point, so its cost
+grows with C; levels above this are listed unpredicted with BOUND_REASON."""
+BOUND_REASON = (f"disaggregated level above concurrency {DISAGG_SIM_MAX_CONCURRENCY} not "
+                "simulated (a bound on validation work: the closed loop of 10 x C requests "
+                "through both pools)")
+
+
 def _simulated_disagg(t: ServingTarget, concurrencies, profile, specs):
-    """api.serve_disagg: the prefill and decode pools of a disaggregated row."""
+    """api.serve_disagg: the prefill and decode pools of a disaggregated row, at the levels up
+    to DISAGG_SIM_MAX_CONCURRENCY (the rest get BOUND_REASON)."""
     from perfmodel import api   # noqa: PLC0415
-    rep = api.serve_disagg(specs.model(t.model), specs.gpu(t.gpu), prefill=t.prefill,
-                           decode=t.decode, weights=t.weights, kv=t.kv,
-                           activations=t.activations, engine=t.engine, profile=profile,
-                           prompt_tokens=t.prompt, output_tokens=t.output,
-                           concurrencies=concurrencies)
-    return _points(rep)
+    out: dict[int, PredictedPoint | str] = {c: BOUND_REASON for c in concurrencies
+                                            if c > DISAGG_SIM_MAX_CONCURRENCY}
+    run = [c for c in concurrencies if c <= DISAGG_SIM_MAX_CONCURRENCY]
+    if run:
+        rep = api.serve_disagg(specs.model(t.model), specs.gpu(t.gpu), prefill=t.prefill,
+                               decode=t.decode, weights=t.weights, kv=t.kv,
+                               activations=t.activations, engine=t.engine, profile=profile,
+                               prompt_tokens=t.prompt, output_tokens=t.output,
+                               concurrencies=run)
+        out.update(_points(rep))
+    return out
 
 
 def _points(rep) -> dict[int, PredictedPoint | str]:
