@@ -430,3 +430,70 @@ def test_twin_rows_of_the_file_map_to_one_layout():
     pairs = [v for v in got.values() if len(v) == 1 and next(iter(v))[1] == 128]
     assert rows and pairs, got
     assert all(len(v) == 1 for v in got.values()), got   # the same TPOT -> the same layout
+
+
+# ------------------------------------------------------------------ disaggregated rows
+
+def _disagg_row(**over):
+    # the layout of the data file's Kimi-K2.5 GB200 rows: 1 prefill worker (tp1, dp4, ep4),
+    # 4 decode workers (tp8, ep8), decode_batch_size 48 per worker
+    base = dict(mode="disagg", model_path="deepseek-ai/DeepSeek-V3", system="gb200",
+                precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4", batch_size="",
+                tp_size="", pp_size="", attention_dp_size="", moe_tp_size="", moe_ep_size="",
+                prefill_batch_size=1, prefill_num_workers=1, prefill_tp_size=1, prefill_pp_size=1,
+                prefill_attention_dp_size=4, prefill_moe_tp_size=1, prefill_moe_ep_size=4,
+                decode_batch_size=48, decode_num_workers=4, decode_tp_size=8, decode_pp_size=1,
+                decode_attention_dp_size=1, decode_moe_tp_size=1, decode_moe_ep_size=8)
+    base.update(over)
+    return base
+
+
+def test_disagg_row_maps_each_pool_by_hand():
+    # by hand: concurrency = decode_batch 48 x 4 workers x dp 1 = 192 (the file's id says c192);
+    # GPUs = 1 x (1 x 1 x 4) + 4 x (8 x 1 x 1) = 36
+    t = _map(Capabilities(disagg=True), **_disagg_row())
+    assert isinstance(t, ServingTarget)
+    assert t.prefill == dict(workers=1, tp=1, pp=1, ep=4, dp=4)
+    assert t.decode == dict(workers=4, tp=8, pp=1, ep=8, dp=1)
+    assert (t.concurrency, t.num_gpus) == (192, 36)
+
+
+def test_disagg_concurrency_counts_attention_dp_ranks_and_falls_back_to_the_id():
+    # decode_batch_size is per attention-DP rank: 8 x 1 worker x dp 32 = 256 (id: c256)
+    t = _map(Capabilities(disagg=True), **_disagg_row(decode_batch_size=8, decode_num_workers=1,
+                                                      decode_tp_size=1, decode_attention_dp_size=32,
+                                                      decode_moe_ep_size=32))
+    assert t.concurrency == 256 and t.decode["dp"] == 32
+    t = _map(Capabilities(disagg=True), **_disagg_row(id="x_disagg_8192x1024_c25_tp4",
+                                                      decode_batch_size="", decode_num_workers=""))
+    assert t.concurrency == 25 and t.decode["workers"] == 1
+    assert any("decode workers not stated" in a for a in t.assumptions)
+
+
+def test_disagg_rows_need_a_disaggregated_predictor():
+    u = _map(**_disagg_row())
+    assert isinstance(u, ServingUnmapped) and "disaggregated" in u.reason
+
+
+def test_disagg_levels_above_the_work_bound_are_listed_not_simulated(monkeypatch):
+    # a bound on validation work: levels above DISAGG_SIM_MAX_CONCURRENCY get the stated
+    # reason; only the levels within it reach the simulator
+    from perfmodel import api
+    seen = []
+
+    def fake(*a, concurrencies, **kw):
+        seen.extend(concurrencies)
+        return type("R", (), {"points": []})()
+
+    monkeypatch.setattr(api, "serve_disagg", fake)
+    t = _map(Capabilities(disagg=True), **_disagg_row())
+    c = sp.DISAGG_SIM_MAX_CONCURRENCY
+    got = sp.simulated(t, [c, c + 1, 4 * c], None, sp._Specs())
+    assert seen == [c]
+    assert got[c + 1] == got[4 * c] == sp.BOUND_REASON and "bound on validation work" in got[c + 1]
+
+
+def test_the_default_predictor_simulates_no_disaggregated_row():
+    assert not sp.get_predictor(None).capabilities.disagg
+    u = _map(sp.get_predictor(None).capabilities, **_disagg_row())
+    assert isinstance(u, ServingUnmapped) and "disaggregated" in u.reason

@@ -18,7 +18,7 @@ from perfmodel.core.errors import PerfModelError, pydantic_message
 
 # command modules, in the order `perfmodel --help` lists them
 COMMANDS = ["catalog", "memory", "predict", "sweep", "serve", "spec", "size", "claim", "validate",
-            "calibrate", "endpoint"]
+            "calibrate", "endpoint", "serve_disagg"]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -8,6 +8,7 @@ import argparse
 from perfmodel import api
 from perfmodel.cli.common import (add_query_args, int_list, positive_float, print_json,
                                   print_notes, print_table, query_from_args)
+from perfmodel.cli.serve_disagg import add_disagg_args, run_disagg
 from perfmodel.cli.memory import TARGET_FIELDS, add_target_args
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.query import field_help
@@ -40,10 +41,18 @@ def register(sub) -> None:
                       "(--rate: old spelling, kept for one release)")
     load.add_argument("--trace", help=field_help("trace"))
     p.add_argument("--timeline", action="store_true", help="include the per-step timeline (JSON)")
+    p.add_argument("--disagg", action="store_true",
+                   help="disaggregated prefill/decode pools (--prefill-workers/-tp/-pp/-ep/-dp, "
+                        "--decode-...; --tp/--pp/--ep/--dp are ignored; docs/disagg.md)")
+    add_disagg_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    if args.disagg:
+        if args.timeline:
+            raise PerfModelError("--timeline is not available with --disagg")
+        return run_disagg(args)
     if args.trace is None and (args.prompt_tokens is None or args.output_tokens is None):
         raise PerfModelError("--prompt-tokens and --output-tokens are required without --trace")
     q = query_from_args(args, TARGET_FIELDS + SERVE_FIELDS + ("trace",))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from perfmodel.analysis import sizing
+from perfmodel.analysis import sizing, sizing_disagg
 from perfmodel.cli.common import (add_query_args, int_list, nonneg_float, positive_float,
                                   positive_int, print_json, print_table, str_list)
+from perfmodel.core.errors import PerfModelError
 from perfmodel.core.units import ms
 
 
@@ -45,6 +46,9 @@ def register(sub) -> None:
     p.add_argument("--profile", default=None, help="calibrated profile YAML")
     p.add_argument("--hardware-dir", default=None, help="extra folder of hardware YAML files")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--disagg", action="store_true",
+                   help="also search disaggregated prefill/decode layouts on the one GPU of "
+                        "--gpus (simulated: slower, opt-in; analysis/sizing_disagg.py)")
     p.set_defaults(func=run)
 
 
@@ -58,8 +62,9 @@ def run(args) -> int:
                     precisions=args.precisions, engines=args.engines, max_gpus=args.max_gpus,
                     counts=args.counts, prices=prices, limit=args.limit, profile=args.profile,
                     hardware_dir=args.hardware_dir)
+    dis = _disagg(args) if args.disagg else None
     if args.json:
-        print_json(r)
+        print_json(r if dis is None else {"aggregated": r, "disaggregated": dis})
         return 0
     q = r.request
     print(f"{q.model}: {q.rate_rps:g} req/s, {q.prompt_tokens} in / {q.output_tokens} out, "
@@ -75,7 +80,36 @@ def run(args) -> int:
         print(f"assumed: {a}")
     for w in r.warnings:
         print(f"warning: {w}")
+    if dis is not None:
+        _print_disagg(dis)
     return 0
+
+
+def _disagg(args):
+    if not args.gpus or len(args.gpus) != 1:
+        raise PerfModelError("--disagg searches one GPU type: give exactly one --gpus id")
+    prec = (args.precisions or ["bf16"])[0]
+    weights, _, kv = prec.partition("/")
+    return sizing_disagg.size_disagg(
+        args.model, args.gpus[0], rate_rps=args.rate, prompt=args.prompt_tokens,
+        output=args.output_tokens, ttft_slo_s=args.ttft_slo_s, tpot_slo_s=args.tpot_slo_s, weights=weights, kv=kv or None,
+        engine=(args.engines or ["vllm"])[0], max_gpus=max(args.max_gpus, 2),
+        hardware_dir=args.hardware_dir)
+
+
+def _print_disagg(d) -> None:
+    print(f"disaggregated ({d.gpu}, {d.weights}, {d.engine}; {d.searched} layouts simulated):")
+    b = d.best
+    if b is None:
+        print(f"  none: {d.reason}")
+    else:
+        lay = {k: f"{v.workers} x tp{v.tp} ep{v.ep}" for k, v in (("P", b.prefill), ("D", b.decode))}
+        print_table([{"gpus": b.num_gpus, "prefill": lay["P"], "decode": lay["D"],
+                      "TTFT p90 ms": ms(b.ttft_p90_s), "TPOT p50 ms": ms(b.tpot_p50_s),
+                      "out tok/s at rate": b.output_tok_s_total,
+                      "$/h": "-" if b.usd_per_hour is None else b.usd_per_hour}])
+    for a in d.assumptions:
+        print(f"assumed: {a}")
 
 
 def _row(d) -> dict:

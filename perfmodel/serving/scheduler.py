@@ -181,6 +181,18 @@ class _Sim:
         self.waiting.appendleft(i)
         self.tr.preemptions += 1
 
+    def _evict_cached(self) -> bool:
+        """Nothing runs and the waiting requests' cached prefixes fill the KV pool: evict
+        them (a prefix cache frees unused blocks first), so those requests recompute their
+        whole prompt. Only reached where the scheduler would otherwise stall."""
+        held = [i for i in self.waiting if self.blocks[i] > 0]
+        for i in held:
+            self.used_blocks -= self.blocks[i]
+            self.blocks[i] = 0.0
+            self.ctx[i] = 0.0
+            self.done[i] = 0.0
+        return bool(held)
+
     def _finish(self, i: int, t: float) -> None:
         self.tr.finish_s[i] = t
         self.used_blocks -= self.blocks[i]
@@ -368,6 +380,8 @@ class _Sim:
                 # it cannot allocate for a running request, and plan again
                 self._preempt_last()
                 continue
+            if not chunks and not dec.size and not self.running and self._evict_cached():
+                continue   # waiting requests' cached prefixes filled the pool: they recompute
             if not chunks and not dec.size:
                 # not reached: _policy checks that one request alone fits the pool and that a
                 # prompt fits the token budget of an engine without chunked prefill; should it

@@ -22,7 +22,8 @@ General rules only (nothing here names a row, a model or a measured value):
   prompt = isl; output = osl.
 Rows the model cannot express yet are unmapped with the reason: attention DP until the
 predictor supports it (its Capabilities, read from its signature, so the rows map once it
-does), and disaggregated rows (no disaggregated predictor exists yet).
+does), and disaggregated rows unless the predictor has a disaggregated model (their rules:
+serving_map_disagg.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from perfmodel.core.errors import PerfModelError
 from perfmodel.core.hardware import list_gpus, load_gpu
 from perfmodel.core.specs import ModelSpec, parse_format
 from perfmodel.analysis.validation.names import engine_id, model_id
+from perfmodel.analysis.validation.serving_map_disagg import ROLES, RoleView, concurrency, workers
 from perfmodel.analysis.validation.serving_table import ServingMeasurement
 
 # quant mode cell -> (weights, activations): the formats parse_format reads
@@ -63,6 +65,7 @@ class Capabilities(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     attention_dp: bool = Field(default=False, description="Attention data parallelism.")
+    disagg: bool = Field(default=False, description="Disaggregated prefill/decode pools.")
 
 
 class ServingTarget(BaseModel):
@@ -85,15 +88,22 @@ class ServingTarget(BaseModel):
     output: int = Field(gt=0)
     concurrency: int = Field(gt=0)
     assumptions: list[str] = Field(default_factory=list)
+    prefill: dict[str, int] | None = Field(
+        default=None, description="disagg: the prefill pool (workers, tp, pp, ep, dp)")
+    decode: dict[str, int] | None = Field(
+        default=None, description="disagg: the decode pool (workers, tp, pp, ep, dp)")
 
     @property
     def num_gpus(self) -> int:
+        if self.prefill and self.decode:
+            return sum(p["workers"] * p["tp"] * p["pp"] * p["dp"] for p in (self.prefill, self.decode))
         return self.tp * self.pp * self.attention_dp
 
     def config(self) -> tuple:
         """Everything but the concurrency: rows sharing it are predicted together."""
+        pools = tuple(tuple(sorted(p.items())) if p else None for p in (self.prefill, self.decode))
         return (self.model, self.gpu, self.engine, self.weights, self.activations, self.kv,
-                self.tp, self.pp, self.ep, self.attention_dp, self.prompt, self.output)
+                self.tp, self.pp, self.ep, self.attention_dp, self.prompt, self.output) + pools
 
 
 class ServingUnmapped(BaseModel):
@@ -240,9 +250,9 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
     if r.ttft_s is None or r.tpot_s is None:
         return no("measured TTFT or TPOT is not a positive number")
     mode = r.get("mode").lower()
-    if mode == "disagg":
-        return no("disaggregated prefill/decode workers are not modelled yet")
-    if mode != "agg":
+    if mode == "disagg" and not caps.disagg:
+        return no("disaggregated prefill/decode workers are not modelled by this predictor")
+    if mode not in ("agg", "disagg"):
         return no(f"mode {r.get('mode')!r} is not agg or disagg")
     engine, why, eng_notes = engine_id(r.get("backend"))
     if engine is None:
@@ -256,10 +266,19 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
     w = _weights(r, spec.is_moe, suffix_mode)
     if isinstance(w, str):
         return no(w)
-    par = _parallel(r, spec.is_moe, caps, look.server_gpus(gpu))
-    if isinstance(par, str):
-        return no(par)
-    prompt, output, conc = (_count(r.get(k)) for k in ("isl", "osl", "batch_size"))
+    if mode == "disagg":
+        par = _disagg(r, spec.is_moe)
+        if isinstance(par, str):
+            return no(par)
+        pools, conc, d_notes = par
+        dl = pools["decode"]
+        par = (dl["tp"], dl["pp"], dl["ep"], dl["dp"], 1, d_notes)
+    else:
+        pools, par = {}, _parallel(r, spec.is_moe, caps, look.server_gpus(gpu))
+        if isinstance(par, str):
+            return no(par)
+        conc = _count(r.get("batch_size"))
+    prompt, output = (_count(r.get(k)) for k in ("isl", "osl"))
     if not (prompt and output and conc):
         return no("isl, osl and batch_size must be positive integers")
     weights, acts, w_notes = w
@@ -273,7 +292,27 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
         measurement=r, model=spec.id, gpu=gpu, engine=engine, weights=weights,
         activations=acts, kv=kv, tp=tp, pp=pp, ep=ep, attention_dp=dp, moe=spec.is_moe,
         prompt=prompt, output=output, concurrency=conc,
-        assumptions=eng_notes + w_notes + [kv_note] + p_notes)
+        assumptions=eng_notes + w_notes + [kv_note] + p_notes,
+        prefill=pools.get("prefill"), decode=pools.get("decode"))
+
+
+def _disagg(r: ServingMeasurement, moe: bool):
+    """({role: pool}, concurrency, notes) of a disaggregated row, or a reason string
+    (rules: serving_map_disagg.py)."""
+    pools, notes = {}, []
+    for role in ROLES:
+        # the squared-GPU-count encoding is one of aggregated runs (one server): not read here
+        par = _parallel(RoleView(r, role), moe, Capabilities(attention_dp=True), 1 << 30)
+        if isinstance(par, str):
+            return f"{role}: {par}"
+        tp, pp, ep, dp, _, p_notes = par   # the concurrency is the module rule's, not a factor
+        n, w_notes = workers(r, role)
+        pools[role] = dict(workers=n, tp=tp, pp=pp, ep=ep, dp=dp)
+        notes += [f"{role}: {x}" for x in p_notes] + w_notes
+    conc = concurrency(r, pools["decode"]["workers"], pools["decode"]["dp"])
+    if conc is None:
+        return "disaggregated row without a concurrency (batch_size, decode_batch_size or id)"
+    return pools, conc, notes
 
 
 def map_serving_rows(rows: list[ServingMeasurement], caps: Capabilities = Capabilities()):

@@ -104,11 +104,43 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
     first C at t=0, fixed ISL/OSL, as AIConfigurator's own closed-loop oracle runs them
     (ai-dynamo/aiconfigurator tools/queueing_oracle/validate_formula.py: n_mult=10)."""
     from perfmodel import api   # noqa: PLC0415
+    if t.prefill and t.decode:
+        return _simulated_disagg(t, concurrencies, profile, specs)
     q = api.make_query(model=specs.model(t.model), gpu=specs.gpu(t.gpu), weights=t.weights,
                        kv=t.kv, activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp,
                        ep=t.ep, dp=t.attention_dp, profile=profile, prompt_tokens=t.prompt,
                        output_tokens=t.output)
     rep = api.serve(q, concurrencies=concurrencies)
+    return _points(rep)
+
+
+DISAGG_SIM_MAX_CONCURRENCY = 256
+"""A bound on validation work, not a judgement of the rows: a disaggregated level is a
+closed loop of 10 x C requests through both pools, iterated to a fixed point, so its cost
+grows with C; levels above this are listed unpredicted with BOUND_REASON."""
+BOUND_REASON = (f"disaggregated level above concurrency {DISAGG_SIM_MAX_CONCURRENCY} not "
+                "simulated (a bound on validation work: the closed loop of 10 x C requests "
+                "through both pools)")
+
+
+def _simulated_disagg(t: ServingTarget, concurrencies, profile, specs):
+    """api.serve_disagg: the prefill and decode pools of a disaggregated row, at the levels up
+    to DISAGG_SIM_MAX_CONCURRENCY (the rest get BOUND_REASON)."""
+    from perfmodel import api   # noqa: PLC0415
+    out: dict[int, PredictedPoint | str] = {c: BOUND_REASON for c in concurrencies
+                                            if c > DISAGG_SIM_MAX_CONCURRENCY}
+    run = [c for c in concurrencies if c <= DISAGG_SIM_MAX_CONCURRENCY]
+    if run:
+        rep = api.serve_disagg(specs.model(t.model), specs.gpu(t.gpu), prefill=t.prefill,
+                               decode=t.decode, weights=t.weights, kv=t.kv,
+                               activations=t.activations, engine=t.engine, profile=profile,
+                               prompt_tokens=t.prompt, output_tokens=t.output,
+                               concurrencies=run)
+        out.update(_points(rep))
+    return out
+
+
+def _points(rep) -> dict[int, PredictedPoint | str]:
     out: dict[int, PredictedPoint | str] = {}
     for p in rep.points:
         stat = _sim_stat(type(p).model_fields)
@@ -154,7 +186,8 @@ def predictors() -> dict[str, Predictor]:
         out["sim"] = Predictor(
             name="sim", description="step-level simulator (perfmodel/serving/simulate.py)",
             statistic=f"simulated {stat} over the run's requests",
-            capabilities=Capabilities(attention_dp=True),   # Query.dp
+            capabilities=Capabilities(attention_dp=True,   # Query.dp
+                                      disagg=hasattr(api, "serve_disagg")),
             fn=simulated)
     return out
 

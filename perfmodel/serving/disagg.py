@@ -1,0 +1,242 @@
+"""Disaggregated serving: P prefill workers and D decode workers, each with its own layout,
+and the KV cache moved between them. Two runs of the one scheduler simulation
+(serving/scheduler.py), no second cost model:
+
+1. prefill pool: each request goes to a prefill worker (round robin in send order, the
+   default of Dynamo's and SGLang's routers when no KV-aware routing is set); the worker runs
+   it as a request of output 1 (prompt-only steps under the engine's token budget), so its
+   first token time is the prefill completion (queueing and chunking included);
+2. the KV transfer (serving/disagg_transfer.py) adds its exposed time; each prefill worker
+   sends one transfer at a time;
+3. decode pool: the transferred requests arrive, round robin in arrival order, at D decode
+   workers as a replayed trace: a request of P prompt tokens and O outputs becomes P+1 tokens
+   of which P are already cached (its KV arrived) and O-1 outputs, so its first step there
+   computes token 2 next to the running decodes, exactly as a decode step.
+
+Metrics (the keys of api.serve): the first token is produced by the prefill worker and
+reaches the client once its KV has landed on the decode worker (SGLang PD and TensorRT-LLM
+disaggregated serving return the context phase's token through the decode server), so
+    TTFT = prefill queue + prefill + KV transfer;
+    TPOT = (last token - TTFT instant) / (O - 1), the decode pool's queueing included.
+A closed loop at concurrency C (each request sent when an earlier one finishes) couples the
+pools; its send times are found by fixed-point iteration: start with generations of C
+requests spaced by the burst's mean E2E, simulate, set send C+k to the k-th completion,
+repeat until the sends move by < 0.5% of the mean E2E (at most CLOSED_LOOP_ITERATIONS).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from perfmodel.core.errors import PerfModelError
+from perfmodel.core.predict import Scenario
+from perfmodel.serving.disagg_transfer import pool_link, schedule_transfers, transfer_s
+from perfmodel.serving.scheduler import Policy, simulate
+from perfmodel.serving.simulate import ServePoint, _cost, _pct, _policy, _weighted_pct
+from perfmodel.serving.stepcost import StepCost
+from perfmodel.serving.workload import Requests, ServeWorkload
+
+CLOSED_LOOP_ITERATIONS = 6     # fixed-point passes for a closed loop (convergence: see module doc)
+CLOSED_LOOP_TOLERANCE = 0.005  # stop when sends move by less than this share of the mean E2E
+
+
+class PoolLayout(BaseModel):
+    """One pool of identical workers and the parallel layout of each."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    workers: int = Field(gt=0, le=4096, description="Workers (engine instances) in the pool.")
+    tp: int = Field(default=1, gt=0, description="Tensor-parallel degree of one worker.")
+    pp: int = Field(default=1, gt=0, description="Pipeline-parallel degree of one worker.")
+    ep: int = Field(default=1, gt=0, description="Expert-parallel degree of one worker.")
+    dp: int = Field(default=1, gt=0, description="Attention data-parallel degree of one worker.")
+
+    @property
+    def gpus_per_worker(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def num_gpus(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+
+@dataclass(frozen=True)
+class _Pool:
+    sc: Scenario
+    layout: PoolLayout
+    cost: StepCost
+    pol: Policy
+
+
+@dataclass
+class _Run:
+    send: np.ndarray
+    first: np.ndarray           # the client's first token (prefill done + transfer)
+    finish: np.ndarray
+    preemptions: int
+    max_running: int
+    itl_values: list
+    itl_weights: list
+
+
+def _run_pool(pool: _Pool, send, prompt, output, cached):
+    """Simulate every worker of a pool over its share (round robin in send order).
+    Returns first token and finish times per request, preemptions, ITL samples, max running."""
+    n, W = send.size, pool.layout.workers
+    worker = np.empty(n, dtype=int)
+    worker[np.argsort(send, kind="stable")] = np.arange(n) % W
+    first, finish = np.full(n, np.nan), np.full(n, np.nan)
+    pre, most, itl_v, itl_w = 0, 0, [], []
+    for w in range(min(W, n)):
+        idx = np.flatnonzero(worker == w)
+        req = Requests(send_s=send[idx], prompt_tokens=prompt[idx], output_tokens=output[idx],
+                       cached_tokens=cached[idx], concurrency=None)
+        tr = simulate(pool.cost, req, pool.pol)
+        first[idx], finish[idx] = tr.first_s, tr.finish_s
+        pre, most = pre + tr.preemptions, max(most, tr.max_running)
+        itl_v += tr.itl_values
+        itl_w += tr.itl_weights
+    return worker, first, finish, pre, most, itl_v, itl_w
+
+
+def _pipeline(pf: _Pool, dc: _Pool, link, layerwise: bool, req: Requests, send) -> _Run:
+    """Both stages for requests sent at `send`."""
+    P, O, cached = req.prompt_tokens, req.output_tokens, req.cached_tokens
+    w_pre, done, _, pre1, _, _, _ = _run_pool(pf, send, P, np.ones_like(O), cached)
+    arrive = schedule_transfers(done, w_pre, transfer_s(pf.sc, link, P, layerwise))
+    finish = arrive.copy()
+    pre2, most, itl_v, itl_w = 0, 0, [], []
+    multi = O > 1
+    if multi.any():
+        _, _, fin, pre2, most, itl_v, itl_w = _run_pool(
+            dc, arrive[multi], P[multi] + 1, O[multi] - 1, P[multi])
+        finish[multi] = fin
+    return _Run(send=send, first=arrive, finish=finish, preemptions=pre1 + pre2,
+                max_running=most, itl_values=itl_v, itl_weights=itl_w)
+
+
+def _closed_loop(pf, dc, link, layerwise, req: Requests, C: int) -> _Run:
+    n = req.prompt_tokens.size
+    C = min(C, n)
+    burst = _pipeline(pf, dc, link, layerwise, _take(req, C), np.zeros(C))
+    spacing = float(np.mean(burst.finish))
+    send = np.floor(np.arange(n) / C) * spacing      # generations of C, one E2E apart
+    run = burst if n == C else None
+    for _ in range(CLOSED_LOOP_ITERATIONS if n > C else 0):
+        run = _pipeline(pf, dc, link, layerwise, req, send)
+        new = send.copy()
+        new[C:] = np.sort(run.finish)[: n - C]
+        moved = float(np.max(np.abs(new - send)))
+        send = new
+        if moved <= CLOSED_LOOP_TOLERANCE * float(np.mean(run.finish - run.send)):
+            break
+    return run
+
+
+def _take(req: Requests, k: int) -> Requests:
+    return Requests(send_s=None, prompt_tokens=req.prompt_tokens[:k],
+                    output_tokens=req.output_tokens[:k], cached_tokens=req.cached_tokens[:k],
+                    concurrency=k)
+
+
+def _plan(sc: Scenario, conc: int | None, *, prompt: int, output: int, share: int,
+          overhead: bool):
+    """(policy or None, reason, fits, the worker's workload) for one worker of a pool serving
+    `share` requests, `conc` of them at once (None: as they come)."""
+    shape = dict(prompt_tokens=prompt, output_tokens=output, num_requests=share)
+    if conc is not None:
+        worker_wl = ServeWorkload.make(arrival="closed", concurrency=conc, **shape)
+    else:
+        worker_wl = ServeWorkload.make(arrival="poisson", rate_rps=1.0, **shape)
+    pol, reason, fits = _policy(sc, worker_wl)
+    if pol is not None and not overhead:   # tokenized and admitted by the prefill worker
+        pol = replace(pol, request_overhead_s=0.0)
+    return pol, reason, fits, worker_wl
+
+
+def _pool(sc: Scenario, layout: PoolLayout, conc: int | None, *, prompt: int, output: int,
+          share: int, overhead: bool):
+    """(pool or None, reason, fits): one level's worker with its own step-cost surface."""
+    pol, reason, fits, wl = _plan(sc, conc, prompt=prompt, output=output, share=share,
+                                  overhead=overhead)
+    if pol is None:
+        return None, reason, False
+    return _Pool(sc=sc, layout=layout, cost=_cost(sc, [wl], [pol]), pol=pol), reason, fits
+
+
+def _desc(lay: PoolLayout) -> str:
+    return f"tp{lay.tp} pp{lay.pp} ep{lay.ep} dp{lay.dp}"
+
+
+def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_layout: PoolLayout,
+                    workloads: list[ServeWorkload], *, layerwise: bool = False,
+                    ttft_slo_s: float | None = None,
+                    tpot_slo_s: float | None = None) -> tuple[list[ServePoint], str]:
+    """Each workload through both pools; also which link carries the KV ('scale-up'/'scale-out').
+    One step-cost surface per pool serves every level."""
+    link, kind = pool_link(pre, pre_layout.num_gpus + dec_layout.num_gpus)
+    plans = []
+    for wl in workloads:
+        n, P, O = wl.n_requests, wl.longest_prompt, wl.longest_output
+        pp = _plan(pre, None, prompt=P, output=1, share=math.ceil(n / pre_layout.workers),
+                   overhead=True)
+        if pp[0] is None:
+            raise PerfModelError(f"the prefill worker ({_desc(pre_layout)}) cannot hold one "
+                                 f"request: {pp[1]}")
+        dconc = None if wl.concurrency is None else math.ceil(min(wl.concurrency, n) / dec_layout.workers)
+        dp = _plan(dec, dconc, prompt=P + 1, output=max(O - 1, 1),
+                   share=math.ceil(n / dec_layout.workers), overhead=False)
+        if dp[0] is None:
+            raise PerfModelError(f"the decode worker ({_desc(dec_layout)}) cannot receive the KV "
+                                 f"of one request: {dp[1]}")
+        plans.append((pp, dp))
+    pcost = _cost(pre, [p[3] for p, _ in plans], [p[0] for p, _ in plans])
+    dcost = _cost(dec, [d[3] for _, d in plans], [d[0] for _, d in plans])
+    out = []
+    for wl, (pp, dp) in zip(workloads, plans):
+        pf = _Pool(sc=pre, layout=pre_layout, cost=pcost, pol=pp[0])
+        dc = _Pool(sc=dec, layout=dec_layout, cost=dcost, pol=dp[0])
+        head = dict(concurrency=wl.concurrency, rate_rps=wl.rate_rps, num_requests=wl.n_requests)
+        req = wl.requests()
+        if wl.concurrency is not None:
+            run = _closed_loop(pf, dc, link, layerwise, req, wl.concurrency)
+        else:
+            run = _pipeline(pf, dc, link, layerwise, req, req.send_s)
+        out.append(_summarize(run, req, head, dp[2], f"decode worker: {dp[1]}", ttft_slo_s,
+                              tpot_slo_s))
+    return out, kind
+
+
+def _summarize(run: _Run, req: Requests, head: dict, fits: bool, reason: str,
+               ttft_slo_s, tpot_slo_s) -> ServePoint:
+    O = req.output_tokens
+    ttft, e2e = run.first - run.send, run.finish - run.send
+    multi = O > 1
+    tp_all = np.where(multi, (run.finish - run.first) / np.maximum(O - 1, 1), 0.0)
+    wall = float(np.max(run.finish) - np.min(run.send))
+    good = np.ones(ttft.size, bool)
+    if ttft_slo_s is not None:
+        good &= ttft <= ttft_slo_s
+    if tpot_slo_s is not None:
+        good &= tp_all <= tpot_slo_s
+    slo = ttft_slo_s is not None or tpot_slo_s is not None
+    itl_v = np.concatenate(run.itl_values) if run.itl_values else np.zeros(0)
+    itl_w = (np.concatenate([np.full(v.size, w, float) for v, w in zip(run.itl_values, run.itl_weights)])
+             if run.itl_values else np.zeros(0))
+    means = {k: v for k, v in (("ttft_mean_s", float(np.mean(ttft))),
+                               ("tpot_mean_s", float(np.mean(tp_all[multi])) if multi.any() else None))
+             if k in ServePoint.model_fields}      # the simulator's means, where it has them
+    return ServePoint(
+        **head, **means, fits=fits, reason=reason, preemptions=run.preemptions,
+        max_running=run.max_running,
+        ttft_p50_s=_pct(ttft, 50), ttft_p90_s=_pct(ttft, 90), ttft_p99_s=_pct(ttft, 99),
+        tpot_p50_s=_pct(tp_all[multi], 50), tpot_p90_s=_pct(tp_all[multi], 90),
+        itl_p50_s=_weighted_pct(itl_v, itl_w, 50), itl_p90_s=_weighted_pct(itl_v, itl_w, 90),
+        itl_p99_s=_weighted_pct(itl_v, itl_w, 99),
+        e2e_p50_s=_pct(e2e, 50), e2e_p90_s=_pct(e2e, 90), e2e_mean_s=float(np.mean(e2e)),
+        output_tok_s_total=float(O.sum()) / wall, request_rate_rps=ttft.size / wall, wall_s=wall,
+        goodput_rps=float(good.sum()) / wall if slo else None,
+        slo_attainment=float(good.mean()) if slo else None)
