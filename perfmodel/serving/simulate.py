@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.memory import kv_cache_bytes, linear_state_bytes
 from perfmodel.core.predict import Scenario
+from perfmodel.core.units import GB
 from perfmodel.serving import stepcost
 from perfmodel.serving.batching import capacity_bytes, loaded_bytes
 from perfmodel.serving.scheduler import Policy, Stalled, StepBudget, Trace, simulate
@@ -170,7 +171,7 @@ def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
     kv = _Kv(sc, ref, P + O)
     need = math.ceil((P + O) / kv.block_tokens)
     if kv.blocks < need:
-        gb = kv.pool_bytes / 1e9
+        gb = kv.pool_bytes / GB
         return None, (f"one request of {P}+{O} tokens needs {need * kv.block_tokens} KV tokens; "
                       f"the KV pool holds {kv.tokens} ({gb:.2f} GB left after weights, reserve "
                       "and activations)"), False
