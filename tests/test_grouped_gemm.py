@@ -1,0 +1,97 @@
+"""Reduction depth of the routed-expert GEMMs (perfmodel/core/grouped_gemm.py)."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perfmodel.core import roofline
+from perfmodel.core.catalog import load_model
+from perfmodel.core.efficiency import default_efficiency
+from perfmodel.core.engines import ENGINES
+from perfmodel.core.grouped_gemm import depth_efficiency, expert_depth_factor, moe_tp
+from perfmodel.core.hardware import load_gpu
+from perfmodel.core.roofline import step_time
+from perfmodel.core.specs import Deployment, Precision
+
+FP8 = Precision.of("fp8")
+
+
+def _law(k: float) -> float:
+    """The depth law without the reference and the cap: k / (k + 720)."""
+    return k / (k + 720.0)
+
+
+@pytest.mark.parametrize("k_shallow, k_deep, tflops_shallow, tflops_deep", [
+    (512, 7168, 590, 1304),     # DeepGEMM README, normal GEMMs, M=4096: N=32768 vs N=4096
+    (2048, 7168, 1025, 1304),   # M=4096: N=7168,K=2048 vs N=4096,K=7168
+    (1536, 16384, 990, 1358),   # M=4096: N=24576,K=1536 vs N=7168,K=16384
+])
+def test_depth_law_matches_deepgemm_readme_within_5_percent(k_shallow, k_deep, tflops_shallow,
+                                                            tflops_deep):
+    measured = tflops_shallow / tflops_deep
+    assert _law(k_shallow) / _law(k_deep) == pytest.approx(measured, rel=0.05)
+
+
+def test_grouped_contiguous_gemms_follow_the_same_law():
+    # DeepGEMM README, grouped contiguous layout, 8192 rows per group: K=2048 1099, K=7168 1297
+    assert _law(2048) / _law(7168) == pytest.approx(1099 / 1297, rel=0.05)
+
+
+def test_deep_reductions_keep_the_calibrated_rate():
+    assert depth_efficiency(4096) == 1.0
+    assert depth_efficiency(14336) == 1.0
+    # K=256: (256/976) / (4096/4816) = 0.308
+    assert depth_efficiency(256) == pytest.approx(0.3084, abs=1e-3)
+
+
+@given(st.floats(1.0, 1e5), st.floats(1.0, 1e5))
+def test_depth_efficiency_is_monotone_and_at_most_one(a, b):
+    lo, hi = sorted((a, b))
+    assert 0.0 < depth_efficiency(lo) <= depth_efficiency(hi) <= 1.0
+
+
+def test_deepseek_v3_tp8_worked_number():
+    m = load_model("deepseek-v3")
+    # gate/up reduce over D=7168 (rate kept), down over 2048/8 = 256: 2/3 + 1/3 / 0.308 = 1.75
+    assert expert_depth_factor(m, Deployment(tp=8)) == pytest.approx(1.747, abs=0.005)
+    # EP8: every expert whole on one GPU, K=2048: 2/3 + 1/3 / 0.870 = 1.05
+    assert expert_depth_factor(m, Deployment(tp=8, ep=8)) == pytest.approx(1.050, abs=0.005)
+
+
+def test_dense_models_are_untouched():
+    assert expert_depth_factor(load_model("llama-3.1-70b"), Deployment(tp=8)) == 1.0
+
+
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8]))
+def test_more_expert_slicing_never_speeds_the_experts(tp, ep):
+    m = load_model("qwen3-235b-a22b")
+    if ep > tp:
+        return
+    wider = expert_depth_factor(m, Deployment(tp=tp, ep=ep))
+    thinner = expert_depth_factor(m, Deployment(tp=tp * 2, ep=ep))
+    assert moe_tp(Deployment(tp=tp * 2, ep=ep)) > moe_tp(Deployment(tp=tp, ep=ep))
+    assert thinner >= wider >= 1.0
+
+
+def test_prefill_experts_compute_scales_by_the_factor(monkeypatch):
+    m, hw = load_model("deepseek-v3"), load_gpu("h200-sxm")
+    eng, eff, dep = ENGINES["sglang"], default_efficiency(hw), Deployment(tp=8)
+
+    def experts_compute():
+        st_ = step_time(m, hw, FP8, eng, eff, 1, 8192, 0, dep=dep)
+        return float(next(o.compute_s for o in st_.ops if o.name == "experts"))
+
+    with_depth = experts_compute()
+    monkeypatch.setattr(roofline, "expert_depth_factor", lambda *_: 1.0)
+    without = experts_compute()
+    assert with_depth / without == pytest.approx(expert_depth_factor(m, dep), rel=1e-6)
+
+
+def test_dense_step_is_unchanged(monkeypatch):
+    m, hw = load_model("llama-3.1-70b"), load_gpu("h200-sxm")
+    eng, eff = ENGINES["vllm"], default_efficiency(hw)
+    before = step_time(m, hw, FP8, eng, eff, np.array([1.0, 64.0]), 2048, 0, dep=Deployment(tp=8))
+    monkeypatch.setattr(roofline, "expert_depth_factor", lambda *_: 3.0)
+    after = step_time(m, hw, FP8, eng, eff, np.array([1.0, 64.0]), 2048, 0, dep=Deployment(tp=8))
+    np.testing.assert_array_equal(before.time_s, after.time_s)
