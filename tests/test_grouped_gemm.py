@@ -1,4 +1,5 @@
-"""Reduction depth of the routed-expert GEMMs (perfmodel/core/grouped_gemm.py)."""
+"""Routed-expert GEMMs: reduction depth, tile padding, fused-kernel fraction
+(perfmodel/core/grouped_gemm.py)."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,9 @@ from perfmodel.core import roofline
 from perfmodel.core.catalog import load_model
 from perfmodel.core.efficiency import default_efficiency
 from perfmodel.core.engines import ENGINES
-from perfmodel.core.grouped_gemm import depth_efficiency, expert_depth_factor, moe_tp
+from perfmodel.core.grouped_gemm import (GROUPED_KERNEL_FRACTION, GROUPED_TILE_ROWS,
+                                         depth_efficiency, expert_depth_factor,
+                                         grouped_gemm_efficiency, moe_tp)
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.roofline import step_time
 from perfmodel.core.specs import Deployment, Precision
@@ -95,3 +98,44 @@ def test_dense_step_is_unchanged(monkeypatch):
     monkeypatch.setattr(roofline, "expert_depth_factor", lambda *_: 3.0)
     after = step_time(m, hw, FP8, eng, eff, np.array([1.0, 64.0]), 2048, 0, dep=Deployment(tp=8))
     np.testing.assert_array_equal(before.time_s, after.time_s)
+
+
+# ------------------------------------------------------------------ tile padding, kernel fraction
+
+def _h100_eff():
+    return default_efficiency(load_gpu("h100-sxm"))
+
+
+def test_veomni_h100_fused_moe_throughput_within_the_measured_spread():
+    # VeOmni PR #460, H100 bf16, 32768 tokens, (D, F, E, k) = (4096, 1024, 128, 8):
+    # Triton fused MoE 283 TFLOP/s. Predicted: peak x grouped efficiency / depth factor.
+    eff, peak = _h100_eff(), 989e12
+    rows = 32768 * 8 / 128
+    e = float(grouped_gemm_efficiency(eff, rows, 8))
+    depth = 2 / 3 / depth_efficiency(4096) + 1 / 3 / depth_efficiency(1024)
+    assert peak * e / depth == pytest.approx(283e12, rel=0.15)
+
+
+def test_touched_expert_with_few_rows_computes_a_whole_tile():
+    eff = _h100_eff()
+    # r = 20 rows of a 64-row tile: 0.4 * 0.75 * 20/64
+    assert float(grouped_gemm_efficiency(eff, 20.0, 8)) == pytest.approx(
+        GROUPED_KERNEL_FRACTION * eff.gemm_max * 20 / GROUPED_TILE_ROWS)
+    # decode-sized: r <= k uses the 16-row tile, 0.4 * 0.75 * 4/16
+    assert float(grouped_gemm_efficiency(eff, 4.0, 8)) == pytest.approx(
+        GROUPED_KERNEL_FRACTION * min(eff.gemm(4.0), eff.gemm_max * 4 / 16))
+
+
+@given(st.floats(1.0, 1e5))
+def test_grouped_efficiency_is_below_the_dense_law(rows):
+    eff = _h100_eff()
+    e = float(grouped_gemm_efficiency(eff, rows, 8))
+    assert 0.0 < e <= GROUPED_KERNEL_FRACTION * eff.gemm(rows) + 1e-12
+
+
+@given(st.floats(9.0, 1e5), st.floats(9.0, 1e5))
+def test_more_rows_per_expert_never_lowers_grouped_efficiency(a, b):
+    # within one tile regime (r > k): monotone
+    eff = _h100_eff()
+    lo, hi = sorted((a, b))
+    assert float(grouped_gemm_efficiency(eff, lo, 8)) <= float(grouped_gemm_efficiency(eff, hi, 8)) + 1e-12

@@ -26,6 +26,8 @@ do not move).
 
 from __future__ import annotations
 
+import numpy as np
+
 from perfmodel.core.specs import Deployment, ModelSpec
 
 DEPTH_HALF_K = 720.0
@@ -63,3 +65,42 @@ def expert_depth_factor(m: ModelSpec, dep: Deployment) -> float:
     width = m.moe.expert_ffn_dim / moe_tp(dep)           # K of the down projection per GPU
     return (up / (up + 1) / depth_efficiency(m.d_model)
             + 1 / (up + 1) / depth_efficiency(width))
+
+
+# ----------------------------------------------------------------------------- tile padding
+
+GROUPED_TILE_ROWS = 64.0
+"""Rows of one tile of the grouped expert GEMM at prompt-sized batches: vLLM's fused_moe
+get_default_config (vllm/model_executor/layers/fused_moe/fused_moe.py) uses BLOCK_SIZE_M = 64
+for fp8 block-quantized weights beyond 64 tokens and for other dtypes when tokens M > E;
+SGLang's copy of the kernel does the same. moe_align_block_size pads every expert's rows to a
+multiple of it, so each touched expert computes whole tiles."""
+GROUPED_SMALL_TILE_ROWS = 16.0
+"""The same heuristic's tile for decode-sized batches (M <= E: BLOCK_SIZE_M = 16)."""
+GROUPED_KERNEL_FRACTION = 0.4
+"""What a fused MoE layer (gather rows by expert, gate/up GEMM, activation, down GEMM, scatter)
+reaches of the dense-GEMM rate at the same rows and depths. VeOmni PR #460 (ByteDance-Seed,
+H100 bf16, 32768 tokens) measures Triton fused MoE at 215, 71 and 283 TFLOP/s and
+torch._grouped_mm (CUTLASS) at 242 and 181 TFLOP/s for (D, F, E, k) = (2048, 768, 128, 8),
+(2048, 512, 512, 10), (4096, 1024, 128, 8); this module's law without the fraction gives 555,
+488 and 635 TFLOP/s there: ratios 0.39, 0.44, 0.15, 0.37, 0.45, median 0.39. vLLM PR #13932
+(H100, DeepSeek-V3 fp8 experts, benchmark_moe.py) agrees in kind: Triton and DeepGEMM fused MoE
+at 3072 tokens, TP1, take 27.2 and 11.3 ms, 80 and 192 TFLOP/s. Taken as a property of the
+kernel family on every GPU and dtype (an assumption: the measurements are Hopper bf16/fp8);
+DeepGEMM's README reaches 0.66 of peak only with 8192 rows per group and no routing."""
+
+
+def grouped_gemm_efficiency(eff, rows, k: int):
+    """Fraction of peak of the routed-expert GEMM when each touched expert computes `rows` token
+    rows on average, padded to whole tiles of b rows:
+        e = gemm_max * r / max(b, r + b/2)
+    (a touched expert with fewer than b rows computes one full tile; beyond, the last tile is
+    on average half empty), never above the dense law e_gemm(r), times the fused kernel's
+    GROUPED_KERNEL_FRACTION. b = GROUPED_SMALL_TILE_ROWS while r <= k (M <= E tokens, where
+    r ~ M*k/E), else GROUPED_TILE_ROWS.
+    Worked number: Qwen3.5-397B (E=512, k=10) on an 8192-token prompt: r = 160 rows,
+    e = 0.4 * 0.75 * 160/192 = 0.25 (the dense law alone: 0.75 * 160/176 = 0.68)."""
+    r = np.maximum(np.asarray(rows, dtype=float), 1.0)
+    b = np.where(r <= k, GROUPED_SMALL_TILE_ROWS, GROUPED_TILE_ROWS)
+    padded = eff.gemm_max * r / np.maximum(b, r + b / 2)
+    return np.minimum(eff.gemm(r), padded) * GROUPED_KERNEL_FRACTION
