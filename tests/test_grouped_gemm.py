@@ -139,3 +139,15 @@ def test_more_rows_per_expert_never_lowers_grouped_efficiency(a, b):
     eff = _h100_eff()
     lo, hi = sorted((a, b))
     assert float(grouped_gemm_efficiency(eff, lo, 8)) <= float(grouped_gemm_efficiency(eff, hi, 8)) + 1e-12
+
+
+def test_dsa_indexer_launches_its_reference_kernels_per_layer():
+    # DeepSeek-V3.2-Exp inference/model.py Indexer.forward: wq_b, wk, weights_proj GEMMs plus
+    # rotary, Hadamard and fp8 quant of q and k, k LayerNorm, cache store, weight scaling,
+    # fp8_index and top-k: 3 + 11 kernels per layer.
+    from perfmodel.core.ops import ops
+    m = load_model("glm-5")
+    twin = m.model_copy(update={"sparse_attention": None})
+    per_step = sum(float(o.cost.kernels) for o in ops(m, FP8, 1, 1, 1000))
+    without = sum(float(o.cost.kernels) for o in ops(twin, FP8, 1, 1, 1000))
+    assert per_step - without == (3 + 11) * m.num_full_attention_layers
