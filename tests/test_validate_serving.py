@@ -183,6 +183,8 @@ def test_every_serving_row_is_predicted_or_listed_with_a_reason(report):
 
 def test_predictions_ignore_row_order_ids_dataset_and_source(report, tmp_path):
     # a special case keyed on a row's position, id, file name or source would move a prediction
+    # (the source's first word names the harness family, serving_recipe.py, which the
+    # simulator replays; the steady-state predictor used here replays none)
     rows = list(csv.DictReader(open(DEFAULT_SERVING, encoding="utf-8")))
     order = list(range(len(rows)))[::-1]
     order = order[11:] + order[:11]

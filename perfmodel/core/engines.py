@@ -64,9 +64,11 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 # - TensorRT-LLM trtllm-bench (tensorrt_llm/bench/build/tuning.py, finetune_setting): max batch
 #   capped at 4096 / pp, max_num_tokens capped at 32768; the in-flight batcher runs
 #   context and generation requests in one step.
-# - SGLang: chunked_prefill_size 8192 on data-center GPUs (server_args.py); prefill and
-#   decode batches run separately unless --enable-mixed-chunk (off by default), and a
-#   waiting prefill batch runs before the next decode batch.
+# - SGLang server_args.py (_handle_gpu_memory_settings): chunked_prefill_size 8192 below
+#   160 GiB of device memory ("H100, H200, A100, H20"), 16384 from 160 GiB ("B200, MI300"),
+#   2048 below 35 GiB (A10, L40, 4090: not modelled, they get 8192); prefill and decode
+#   batches run separately unless --enable-mixed-chunk (off by default), and a waiting
+#   prefill batch runs before the next decode batch.
 # - llama.cpp server: n_batch 2048 tokens (common.h); prompt and generation tokens share
 #   one llama_decode call.
 VLLM_SCHEDULER = SchedulerSpec(
@@ -75,8 +77,10 @@ VLLM_SCHEDULER = SchedulerSpec(
     small_gpu_max_num_batched_tokens=2048,
     source="vllm/engine/arg_utils.py get_batch_defaults (V1, `vllm serve`)")
 SGLANG_SCHEDULER = SchedulerSpec(
-    max_num_batched_tokens=8192, chunked_prefill=True, mixed_prefill=False, prefill_first=True,
-    source="sglang server_args.py (chunked_prefill_size 8192, enable_mixed_chunk off)")
+    max_num_batched_tokens=16384, chunked_prefill=True, mixed_prefill=False, prefill_first=True,
+    small_gpu_bytes=160 * GiB, small_gpu_max_num_batched_tokens=8192,
+    source="sglang server_args.py (chunked_prefill_size 8192 below 160 GiB, 16384 from 160 GiB; "
+           "enable_mixed_chunk off)")
 TRTLLM_SCHEDULER = SchedulerSpec(
     max_num_seqs=4096, max_num_batched_tokens=32768, chunked_prefill=True, mixed_prefill=True,
     seqs_divided_by_pp=True, kv_reserve_output=True,
