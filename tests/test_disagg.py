@@ -133,12 +133,15 @@ def test_layout_errors_name_the_constraint():
 @given(pw=st.integers(-1, 3), dw=st.integers(-1, 3), tp=st.sampled_from([0, 1, 2, 3, 16]),
        ep=st.sampled_from([1, 2, 5]), dp=st.sampled_from([0, 1, 2]),
        prompt=st.integers(-5, 3000), output=st.integers(-1, 40),
-       conc=st.one_of(st.none(), st.integers(-1, 6)), rate=st.one_of(st.none(), st.floats(-1, 50)),
-       weights=st.sampled_from(["bf16", "fp8", "fp5", ""]))
-def test_api_random_and_invalid_inputs(pw, dw, tp, ep, dp, prompt, output, conc, rate, weights):
+       conc=st.one_of(st.none(), st.integers(-1, 6), st.just(200)),
+       rate=st.one_of(st.none(), st.floats(-1, 50)),
+       weights=st.sampled_from(["bf16", "fp8", "fp5", ""]),
+       mb=st.sampled_from([None, -1, 0, 1, 3, 10 ** 9]))
+def test_api_random_and_invalid_inputs(pw, dw, tp, ep, dp, prompt, output, conc, rate, weights,
+                                       mb):
     try:
         r = api.serve_disagg("qwen3-30b-a3b", GPU, weights=weights,
-                             prefill=dict(workers=pw, tp=tp, ep=ep, dp=dp),
+                             prefill=dict(workers=pw, tp=tp, ep=ep, dp=dp, max_batch=mb),
                              decode=dict(workers=dw, tp=1, ep=1), prompt_tokens=prompt,
                              output_tokens=output,
                              concurrencies=None if conc is None else [conc],

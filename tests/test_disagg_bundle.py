@@ -34,13 +34,13 @@ def test_a_bundle_step_costs_k_times_its_rows(prefill_pool):
 
 
 def test_a_bundle_wider_than_one_step_runs_as_back_to_back_steps(prefill_pool):
-    # 8 prompts, 2 per real step: 4 steps of 2; members end with steps 1,1,2,2,3,3,4,4, so
-    # the mean member ends tau x (4 - 1 - mean(0,0,1,1,2,2,3,3)) = 1.5 tau before the last
+    # 8 prompts, 2 per real step: 4 steps of 2; each member (sent as the one before it
+    # completes) gets its first token one step after it arrives: 3 tau before the bundle ends
     base = prefill_pool.cost
     tau = base.step_s(0, 0.0, [512.0] * 2, [0.0] * 2, 2)
     b = BundledCost(base, 8, group=2)
     assert b.step_s(0, 0.0, [512.0], [0.0], 1) == pytest.approx(4 * tau)
-    assert b.first_offset_s(512) == pytest.approx(1.5 * tau)
+    assert b.first_offset_s(512) == pytest.approx(3 * tau)
     assert BundledCost(base, 2, group=2).first_offset_s(512) == 0.0
 
 

@@ -12,8 +12,8 @@ The scheduler's limits shrink by k (max running requests, token budget, KV block
 What it changes (the cost of cheapness, measured in docs/disagg.md): the k members of a
 bundle move in lockstep, so requests that would have been split across two decode
 admissions share one. A prefill worker whose step takes fewer than k prompts (its max batch,
-its token budget) runs a bundle's prompts as ceil(k / step) steps back to back; the
-bundle's first token is then that of its mean member (first_offset_s), and its k KV
+its token budget) runs a bundle's prompts as ceil(k / step) steps back to back; each member
+gets its first token one step after it reaches the worker (first_offset_s), and its k KV
 transfers hold the link k times as long while the mean member waits (k - 1) / 2 of them
 less than the last. Per-request metrics are the bundle's; counts (throughput, max running)
 are scaled back by k. Concurrency is simulated as k x round(C / k) (at most k / 2 requests
@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from perfmodel.serving.scheduler import Policy
 from perfmodel.serving.stepcost import StepCost
 
-BUNDLE_ABOVE_CONCURRENCY = 64
+BUNDLE_ABOVE_CONCURRENCY = 32
 """Largest concurrency simulated request by request; above it, bundles (the module doc)."""
 
 
@@ -75,16 +75,18 @@ class BundledCost:
         return self.base.decode_run_s(self.k * d, mean_ctx0, steps)
 
     def first_offset_s(self, prompt: int) -> float:
-        """How much earlier than the bundle's end its mean member gets its first token when
-        its k prompts run as groups of `group` back to back (member i ends with group
-        i // group): tau x (g - 1 - mean(i // group)), tau one full group's step."""
+        """How much earlier than the bundle's end its members get their first token when its
+        k prompts run as g = ceil(k / group) steps back to back: (g - 1) x tau, tau one full
+        group's step. The members stand for requests sent one after another as earlier ones
+        complete, not at one instant: each reaches the worker about when the step before
+        it ends and waits one step, not its place in the bundle (taking every member as sent
+        with the bundle overstated TTFT by (g - 1) / 2 steps: docs/disagg.md)."""
         if self.group is None or self.k <= self.group:
             return 0.0
         g = math.ceil(self.k / self.group)
         tau = self.base.step_s(0, 0.0, [float(prompt)] * self.group, [0.0] * self.group,
                                self.group)
-        mean_index = sum(i // self.group for i in range(self.k)) / self.k
-        return tau * (g - 1 - mean_index)
+        return tau * (g - 1)
 
 
 def bundled_policy(pol: Policy, k: int, prompt: int | None = None) -> Policy:

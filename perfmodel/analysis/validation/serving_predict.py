@@ -117,8 +117,9 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
 DISAGG_SIM_MAX_CONCURRENCY = 16384
 """A bound on validation work, not a judgement of the rows: a disaggregated level is a
 closed loop of 10 x C requests through both pools, iterated to a fixed point; above
-concurrency 64 its requests are simulated in bundles (serving/disagg_bundle.py), so a
-level costs about what a level of 64 does, but the level still builds 10 x C requests.
+BUNDLE_ABOVE_CONCURRENCY its requests are simulated in bundles (serving/disagg_bundle.py),
+so a level costs about what a level at that concurrency does, but it still builds 10 x C
+requests.
 Levels above this bound (none in the default data: its largest is 12288) are listed
 unpredicted with BOUND_REASON."""
 BOUND_REASON = (f"disaggregated level above concurrency {DISAGG_SIM_MAX_CONCURRENCY} not "
