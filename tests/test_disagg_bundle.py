@@ -87,7 +87,7 @@ def test_prefill_max_batch_one_serializes_a_burst():
     one = pool.cost.step_s(0, 0.0, [512.0], [0.0], 1)
     two = pool.cost.step_s(0, 0.0, [512.0] * 2, [0.0] * 2, 2)
     x = float(transfer_s(sc, pool_link(sc, 2)[0], np.array([512.0]))[0])
-    trace = [(0.0, 512, 2), (0.0, 512, 2)]
+    trace = [(0.0, 512, 1), (0.0, 512, 1)]      # output 1: the first token is the prefill's
     both = api.serve_disagg(MODEL, GPU, prefill=dict(workers=1), decode=dict(workers=1),
                             trace=trace).points[0]
     serial = api.serve_disagg(MODEL, GPU, prefill=dict(workers=1, max_batch=1),

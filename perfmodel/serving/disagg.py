@@ -13,10 +13,13 @@ and the KV cache moved between them. Two runs of the one scheduler simulation
    of which P are already cached (its KV arrived) and O-1 outputs, so its first step there
    computes token 2 next to the running decodes, exactly as a decode step.
 
-Metrics (the keys of api.serve): the first token is produced by the prefill worker and
-reaches the client once its KV has landed on the decode worker (SGLang PD and TensorRT-LLM
-disaggregated serving return the context phase's token through the decode server), so
-    TTFT = prefill queue + prefill + KV transfer;
+Metrics (the keys of api.serve): the client's token stream comes from the decode worker
+(Dynamo's disaggregation design, docs/design_docs/disagg_serving.md: the router sends the
+prefill request, then the decode request with the transfer metadata, and "Decode -> Frontend:
+stream tokens"; SGLang PD's router and vLLM's P/D proxy likewise stream the decode server's
+response), so the first token reaches the client when the decode worker has the KV, has
+admitted the request into its batch and run its first step:
+    TTFT = prefill queue + prefill + KV transfer + decode admission + one decode step;
     TPOT = (last token - TTFT instant) / (O - 1), the decode pool's queueing included.
 A closed loop at concurrency C (each request sent when an earlier one finishes) couples the
 pools; its send times are found by fixed-point iteration: start with generations of C
@@ -90,7 +93,7 @@ class _Pool:
 @dataclass
 class _Run:
     send: np.ndarray
-    first: np.ndarray           # the client's first token (prefill done + transfer)
+    first: np.ndarray           # the client's first token (the decode worker's first step)
     finish: np.ndarray
     preemptions: int
     max_running: int
@@ -128,12 +131,13 @@ def _pipeline(pf: _Pool, dc: _Pool, link, layerwise: bool, req: Requests, send) 
     arrive = schedule_transfers(done, w_pre, xfer * k) - (k - 1) / 2 * xfer
     finish = arrive.copy()
     pre2, most, itl_v, itl_w = 0, 0, [], []
+    first = arrive.copy()
     multi = O > 1
     if multi.any():
-        _, _, fin, pre2, most, itl_v, itl_w = _run_pool(
+        _, dfirst, fin, pre2, most, itl_v, itl_w = _run_pool(
             dc, arrive[multi], P[multi] + 1, O[multi] - 1, P[multi])
-        finish[multi] = fin
-    return _Run(send=send, first=arrive, finish=finish, preemptions=pre1 + pre2,
+        first[multi], finish[multi] = dfirst, fin
+    return _Run(send=send, first=first, finish=finish, preemptions=pre1 + pre2,
                 max_running=most, itl_values=itl_v, itl_weights=itl_w)
 
 
