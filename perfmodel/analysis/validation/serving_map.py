@@ -38,7 +38,8 @@ from perfmodel.core.errors import PerfModelError
 from perfmodel.core.hardware import list_gpus, load_gpu
 from perfmodel.core.specs import ModelSpec, parse_format
 from perfmodel.analysis.validation.names import engine_id, model_id
-from perfmodel.analysis.validation.serving_map_disagg import ROLES, RoleView, concurrency, workers
+from perfmodel.analysis.validation.serving_map_disagg import (ROLES, RoleView, concurrency,
+                                                               expert_span, max_batch, workers)
 from perfmodel.analysis.validation.serving_recipe import Recipe, recipe_for
 from perfmodel.analysis.validation.serving_table import ServingMeasurement
 
@@ -313,8 +314,13 @@ def _disagg(r: ServingMeasurement, moe: bool):
         if isinstance(par, str):
             return f"{role}: {par}"
         tp, pp, ep, dp, _, p_notes = par   # the concurrency is the module rule's, not a factor
+        ep, e_notes = expert_span(RoleView(r, role), tp, ep, dp) if moe else (ep, [])
+        p_notes = p_notes + e_notes
         n, w_notes = workers(r, role)
         pools[role] = dict(workers=n, tp=tp, pp=pp, ep=ep, dp=dp)
+        cap = max_batch(r, role, dp) if role == "prefill" else None   # decode: the module rule
+        if cap is not None:
+            pools[role]["max_batch"] = cap
         notes += [f"{role}: {x}" for x in p_notes] + w_notes
     conc = concurrency(r, pools["decode"]["workers"], pools["decode"]["dp"])
     if conc is None:

@@ -124,10 +124,14 @@ def _with_recipe(sc, recipe: Recipe):
     return with_scheduler(on_server(sc), max_num_batched_tokens=recipe.max_num_batched_tokens)
 
 
-DISAGG_SIM_MAX_CONCURRENCY = 256
+DISAGG_SIM_MAX_CONCURRENCY = 16384
 """A bound on validation work, not a judgement of the rows: a disaggregated level is a
-closed loop of 10 x C requests through both pools, iterated to a fixed point, so its cost
-grows with C; levels above this are listed unpredicted with BOUND_REASON."""
+closed loop of 10 x C requests through both pools, iterated to a fixed point; above
+BUNDLE_ABOVE_CONCURRENCY its requests are simulated in bundles (serving/disagg_bundle.py),
+so a level costs about what a level at that concurrency does, but it still builds 10 x C
+requests.
+Levels above this bound (none in the default data: its largest is 12288) are listed
+unpredicted with BOUND_REASON."""
 BOUND_REASON = (f"disaggregated level above concurrency {DISAGG_SIM_MAX_CONCURRENCY} not "
                 "simulated (a bound on validation work: the closed loop of 10 x C requests "
                 "through both pools)")
