@@ -124,8 +124,10 @@ class _Sim:
         self.pending: list = []                 # heap of (visible_s, index)
         self.next_send = 0                      # closed loop: next request to send
         self.waiting: deque = deque()
-        self.running: list[int] = []
-        self._run_arr: np.ndarray | None = None  # cached np.array(running), reset on change
+        self._rbuf = np.zeros(n, dtype=int)     # running requests in admission order:
+        self.nrun = 0                           # the first nrun entries (no list round trips)
+        self.n_pref = 0                         # running requests still prefilling
+        self.itl1: list = []                    # single-step inter-token gaps (value, rows)
         self.used_blocks = 0.0
         self.finished = 0
         self.t = 0.0
@@ -150,9 +152,8 @@ class _Sim:
             self.waiting.append(heapq.heappop(self.pending)[1])
 
     def _run(self) -> np.ndarray:
-        if self._run_arr is None:
-            self._run_arr = np.array(self.running, dtype=int)
-        return self._run_arr
+        """The running requests (a view: copy before the set changes)."""
+        return self._rbuf[:self.nrun]
 
     def _blocks_for(self, tokens):
         return np.ceil(np.asarray(tokens, dtype=float) / self.pol.block_tokens)
@@ -168,8 +169,9 @@ class _Sim:
         self.ctx[i] = ctx
 
     def _preempt_last(self) -> None:
-        i = self.running.pop()
-        self._run_arr = None
+        self.nrun -= 1
+        i = int(self._rbuf[self.nrun])
+        self.n_pref -= bool(self.done[i] < self.need[i])
         self.used_blocks -= self.blocks[i]
         self.blocks[i] = 0.0
         self.need[i] = self.prompt[i] + self.gen[i]
@@ -209,14 +211,17 @@ class _Sim:
         preempted = False
         while True:
             run = self._run()
-            prefilling = self.done[run] < self.need[run]
-            partial = run[prefilling]
+            if self.n_pref:
+                prefilling = self.done[run] < self.need[run]
+                partial, decoding = run[prefilling], run[~prefilling]
+            else:                        # every running sequence decodes: no masks to build
+                partial, decoding = run[:0], run
             prefill_turn = (not pol.mixed and not force_decode
                             and bool(partial.size or self._admissible(budget)))
-            dec = np.zeros(0, int) if prefill_turn else run[~prefilling][:int(min(budget, run.size))]
+            dec = np.zeros(0, int) if prefill_turn else decoding[:int(min(budget, run.size))].copy()
             # one more token needs a new block only where the last block is full
             grow = float(np.count_nonzero(self.blocks[dec] * pol.block_tokens <= self.ctx[dec]))
-            if grow <= self._free() or not self.running:
+            if grow <= self._free() or not self.nrun:
                 break
             self._preempt_last()
             preempted = True
@@ -235,7 +240,7 @@ class _Sim:
                 chunks.append((int(i), c))
                 spare -= extra
                 left -= c
-            while (self.waiting and left > 0 and len(self.running) < pol.max_seqs
+            while (self.waiting and left > 0 and self.nrun < pol.max_seqs
                    and not preempted):     # vLLM admits nobody in a step that preempted
                 i = self.waiting[0]
                 c = self._chunk(i, left, bool(chunks or dec.size))
@@ -245,8 +250,9 @@ class _Sim:
                 if extra > spare or (pol.reserve_output and not self._reservable(i)):
                     break
                 self.waiting.popleft()
-                self.running.append(i)
-                self._run_arr = None
+                self._rbuf[self.nrun] = i
+                self.nrun += 1
+                self.n_pref += 1
                 chunks.append((int(i), c))
                 spare -= extra
                 left -= c
@@ -267,7 +273,7 @@ class _Sim:
 
     def _admissible(self, budget: float) -> bool:
         """Could the first waiting request start a prompt-only step now?"""
-        if not self.waiting or len(self.running) >= self.pol.max_seqs:
+        if not self.waiting or self.nrun >= self.pol.max_seqs:
             return False
         i = self.waiting[0]
         c = self._chunk(i, budget, False)
@@ -325,23 +331,28 @@ class _Sim:
         idx = np.asarray(idx, dtype=int)
         done = idx[self.gen[idx] >= self.out[idx]].tolist() if idx.size else []
         if done:
+            # every other running sequence has tokens left (only idx advanced this step)
             run = self._run()
-            self._run_arr = run[~np.isin(run, done)]
-            self.running = self._run_arr.tolist()
+            keep = run[self.gen[run] < self.out[run]]
+            self.nrun = keep.size
+            self._rbuf[:keep.size] = keep
             for i in done:
                 self._finish(i, self.t)
 
     def _step(self, dec: np.ndarray, chunks: list) -> None:
+        if not chunks:
+            self._decode_step(dec)
+            return
         idx = np.fromiter((i for i, _ in chunks), dtype=int, count=len(chunks))
         size = np.fromiter((c for _, c in chunks), dtype=float, count=len(chunks))
         ends = self.done[idx] + size >= self.need[idx]
+        self.n_pref -= int(np.count_nonzero(ends))
         dur = self.cost.step_s(dec.size, float(np.sum(self.ctx[dec])), size.tolist(),
                                self.ctx[idx].tolist(), int(np.count_nonzero(ends)))
         self._record(dec.size, float(size.sum()), 1, dur)
         self.t += dur
         if dec.size:
-            self.tr.itl_values.append(np.array([dur]))
-            self.tr.itl_weights.append(dec.size)
+            self.itl1.append((dur, dec.size))
             self._set_ctx(dec, self.ctx[dec] + 1)
             self.gen[dec] += 1
         if idx.size:
@@ -354,9 +365,33 @@ class _Sim:
             dec = np.concatenate([dec, firsts])
         self._retire(dec)
 
+    def _decode_step(self, dec: np.ndarray) -> None:
+        """_step without prompt chunks (a step that preempted, or a decode step the next
+        admission may follow): the same pricing and updates, no chunk arrays built."""
+        dur = self.cost.step_s(dec.size, float(np.sum(self.ctx[dec])), [], [], 0)
+        self._record(dec.size, 0.0, 1, dur)
+        self.t += dur
+        if dec.size:
+            self.itl1.append((dur, dec.size))
+            self._set_ctx(dec, self.ctx[dec] + 1)
+            self.gen[dec] += 1
+        self._retire(dec)
+
+    def _flush_itl(self) -> None:
+        """Single-step gaps into the trace, one array per row count (the pooled percentiles
+        do not depend on the order of the values)."""
+        if not self.itl1:
+            return
+        v = np.array([x for x, _ in self.itl1])
+        w = np.array([r for _, r in self.itl1])
+        for rows in np.unique(w).tolist():
+            self.tr.itl_values.append(v[w == rows])
+            self.tr.itl_weights.append(rows)
+        self.itl1 = []
+
     def _record(self, d, p, steps, dur) -> None:
         self.tr.segments.append((self.t, dur, steps, d, p, len(self.waiting), self.used_blocks))
-        self.tr.max_running = max(self.tr.max_running, len(self.running))
+        self.tr.max_running = max(self.tr.max_running, self.nrun)
 
     def _tick(self) -> None:
         """One scheduler iteration: spend the call's budget; the clock must stay finite (a
@@ -370,17 +405,17 @@ class _Sim:
         while self.finished < self.n:
             self._tick()
             self._release()
-            if not self.running and not self.waiting:
+            if not self.nrun and not self.waiting:
                 self.t = max(self.t, self.pending[0][0])
                 continue
             dec, chunks = self._plan()
-            if not chunks and not dec.size and self.running:
+            if not chunks and not dec.size and self.nrun:
                 # every running sequence is a half-done prompt and none can take its next
                 # chunk (their chunks filled the pool): preempt the newest, as vLLM does when
                 # it cannot allocate for a running request, and plan again
                 self._preempt_last()
                 continue
-            if not chunks and not dec.size and not self.running and self._evict_cached():
+            if not chunks and not dec.size and not self.nrun and self._evict_cached():
                 continue   # waiting requests' cached prefixes filled the pool: they recompute
             if not chunks and not dec.size:
                 # not reached: _policy checks that one request alone fits the pool and that a
@@ -391,11 +426,12 @@ class _Sim:
                               f"tokens ({self.cached[i]:.0f} cached): it does not fit the KV "
                               f"pool of {self.pol.total_blocks * self.pol.block_tokens} tokens "
                               "or the step's token budget")
-            blocked = not self.waiting or len(self.running) >= self.pol.max_seqs
+            blocked = not self.waiting or self.nrun >= self.pol.max_seqs
             if not chunks and (blocked or not self._admissible(float("inf"))):
                 self._decode_run(dec)
             else:
                 self._step(dec, chunks)
+        self._flush_itl()
         return self.tr
 
     # ---------------------------------------------------------------- static batching
