@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perfmodel.core.errors import PerfModelError
+from perfmodel.serving.decode_epoch import decode_epoch
 from perfmodel.serving.stepcost import StepCost
 from perfmodel.serving.workload import Requests
 
@@ -108,8 +109,9 @@ class StepBudget:
 
 
 class _Sim:
-    def __init__(self, cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None):
-        self.cost, self.pol = cost, pol
+    def __init__(self, cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None,
+                 epochs: bool = True):
+        self.cost, self.pol, self.epochs = cost, pol, epochs
         self.budget = budget or StepBudget()
         n = req.prompt_tokens.size
         self.n = n
@@ -170,7 +172,10 @@ class _Sim:
 
     def _preempt_last(self) -> None:
         self.nrun -= 1
-        i = int(self._rbuf[self.nrun])
+        self._requeue(int(self._rbuf[self.nrun]))
+
+    def _requeue(self, i: int) -> None:
+        """Request i, just taken off the running set, waits first to recompute."""
         self.n_pref -= bool(self.done[i] < self.need[i])
         self.used_blocks -= self.blocks[i]
         self.blocks[i] = 0.0
@@ -291,13 +296,20 @@ class _Sim:
         """k decode-only steps until the next event, priced in one call."""
         k = int(np.min(self.out[dec] - self.gen[dec]))
         k = min(k, self._kv_steps(dec, k))
-        ctx0 = float(np.mean(self.ctx[dec]))
+        k = self._run_steps(dec.size, float(np.mean(self.ctx[dec])), k)
+        self._set_ctx(dec, self.ctx[dec] + k)
+        self.gen[dec] += k
+        self._retire(dec)
+
+    def _run_steps(self, d: int, ctx0: float, k: int) -> int:
+        """Price, record and time up to k decode-only steps of d rows (mean context ctx0):
+        the run ends early at the next arrival. Returns the steps taken."""
         # price the run in doubling pieces while the next arrival falls past them, so a long
         # run cut short by an arrival costs about the steps it takes, not k
         kk = min(k, DECODE_PROBE_STEPS) if self.pending else k
         while True:
             self.budget.spend_decode(kk)
-            dur = self.cost.decode_run_s(dec.size, ctx0, kk)
+            dur = self.cost.decode_run_s(d, ctx0, kk)
             ends = self.t + np.cumsum(dur)
             if kk >= k or not (ends[-1] < self.pending[0][0]):
                 break
@@ -305,13 +317,11 @@ class _Sim:
         k = kk
         if self.pending:
             k = min(k, int(np.searchsorted(ends, self.pending[0][0])) + 1)
-        self._record(dec.size, 0, k, float(ends[k - 1] - self.t))
+        self._record(d, 0, k, float(ends[k - 1] - self.t))
         self.tr.itl_values.append(dur[:k])
-        self.tr.itl_weights.append(dec.size)
+        self.tr.itl_weights.append(d)
         self.t = float(ends[k - 1])
-        self._set_ctx(dec, self.ctx[dec] + k)
-        self.gen[dec] += k
-        self._retire(dec)
+        return k
 
     def _kv_steps(self, dec: np.ndarray, k: int) -> int:
         """Most decode steps (<= k, >= 1) whose KV blocks fit. With e_i empty slots in a
@@ -403,6 +413,10 @@ class _Sim:
 
     def run_continuous(self) -> Trace:
         while self.finished < self.n:
+            if self.epochs:     # decode-only iterations on scalars (serving/decode_epoch.py)
+                decode_epoch(self)
+                if self.finished >= self.n:
+                    break
             self._tick()
             self._release()
             if not self.nrun and not self.waiting:
@@ -463,8 +477,11 @@ class _Sim:
         return self.tr
 
 
-def simulate(cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None) -> Trace:
+def simulate(cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None, *,
+             epochs: bool = True) -> Trace:
     """Run every request to completion under the policy; times in seconds from t=0.
-    Raises PerfModelError once the run spends more than the budget's scheduler steps."""
-    sim = _Sim(cost, req, pol, budget)
+    Raises PerfModelError once the run spends more than the budget's scheduler steps.
+    epochs=False runs every iteration through the general loop (the reference the decode
+    epochs are tested against: the same trace)."""
+    sim = _Sim(cost, req, pol, budget, epochs)
     return sim.run_static() if pol.static else sim.run_continuous()

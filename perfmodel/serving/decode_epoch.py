@@ -1,0 +1,254 @@
+"""Decode epochs: the scheduler's iterations while a decoding batch runs and prompts wait,
+on scalars instead of per-sequence arrays. The same trace as the general loop, to the bit.
+
+Under KV pressure (a closed loop above what the pool holds) nearly every iteration of
+scheduler._Sim looks alike: every running sequence decodes; the newest ones are preempted
+until the step's new KV blocks fit, or waiting prompts (recomputations, new requests) are
+admitted whole; then one step or a decode-only run to the next event; finished sequences
+free their blocks and send the next request. The general loop pays some thirty numpy calls
+over the batch for each. Here every running context grows by one per step, so the epoch keeps
+each sequence as its values when it joined less a shared step count `lag`:
+  new blocks of a step  = sequences whose context is a multiple of the page size bs
+                          (a histogram of the keys ctx - lag mod bs, read at -lag);
+  new blocks of k steps = sum over empty slots e of count(e) * ceil(max(0, k - e) / bs);
+  context sum           = S + d * lag (S: the keys of the d sequences running);
+  finishes              = the sequences whose key out - gen + lag at joining is <= lag.
+Each iteration takes _Sim.run_continuous's decisions in its order (preempt the newest while
+the new blocks exceed the free ones and then admit nobody; else admit waiting prompts in
+order while budget, sequences and blocks last; a decode step when the first waiting request
+could start, else a run) and prices through the same calls (StepCost.step_s,
+_Sim._run_steps), so the trace is the same (tests/test_decode_epoch.py runs both). A
+sequence leaving the batch, and every one at the end, gets its context, blocks and tokens
+written back. The epoch hands over to the general loop before anything it does not model:
+a prompt split over steps, a token budget below the batch, a prompt-only step (engines
+without mixed batches), TensorRT-LLM's output reservation, static batching.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def decode_epoch(sim) -> None:
+    """Run `sim`'s (a scheduler._Sim) iterations from now while they stay in the regime the
+    module docstring describes; return at the first one that needs the general loop."""
+    pol = sim.pol
+    budget = math.inf if pol.token_budget is None else float(pol.token_budget)
+    if (sim.n_pref or not sim.nrun or not sim.waiting or budget < sim.nrun
+            or pol.reserve_output or pol.static):
+        return
+    ep = _Epoch(sim)
+    try:
+        while sim.finished < sim.n and ep.d and ep.d <= budget:
+            if not ep.iterate(budget):
+                break
+    finally:
+        ep.write_back()
+
+
+class _Epoch:
+    """The running batch as keys at joining plus a shared step count (see the module doc);
+    positions follow the running order (admission order)."""
+
+    def __init__(self, sim):
+        self.sim, self.bs = sim, sim.pol.block_tokens
+        m, cap = sim.nrun, sim.nrun + sim.n
+        run = sim._rbuf[:m]
+        self.ids = np.empty(cap, dtype=int)
+        self.ids[:m] = run
+        self.kc = np.empty(cap)                  # context at joining - lag at joining
+        self.kc[:m] = sim.ctx[run]
+        self.fin = np.full(cap, np.inf)          # out - gen at joining + lag at joining
+        self.fin[:m] = sim.out[run] - sim.gen[run]
+        self.alive = np.zeros(cap, dtype=bool)
+        self.alive[:m] = True
+        self.hist = np.bincount((self.kc[:m] % self.bs).astype(int), minlength=self.bs).tolist()
+        self.S = float(self.kc[:m].sum())
+        self.d = self.m = m
+        self.tail = m - 1
+        self.lag = 0
+        self.fmin = float(self.fin[:m].min())
+
+    # ---------------------------------------------------------------- one iteration
+    def iterate(self, budget: float) -> bool:
+        """One scheduler iteration; False (nothing changed) where the general loop must run it."""
+        sim, pol = self.sim, self.sim.pol
+        sim._release()
+        if not pol.mixed and sim._admissible(budget):
+            return False                  # a prompt-only step comes first
+        free = sim._free()
+        victims = self._victims(free)
+        if victims is None:
+            return False                  # the batch would empty
+        admits = [] if victims or not pol.mixed else self._admits(budget, free - self._grow())
+        if admits is None:
+            return False                  # a prompt would be split over steps
+        sim._tick()
+        for p in victims:
+            self._leave(p)
+            sim.nrun -= 1
+            sim._requeue(int(self.ids[p]))
+        if admits:
+            self._step(admits)
+        elif (not sim.waiting or sim.nrun >= pol.max_seqs
+              or not sim._admissible(math.inf)):
+            k = self._tokens_left()
+            k = min(k, self._kv_steps(sim._free(), k))
+            k = sim._run_steps(self.d, (self.S + self.d * self.lag) / self.d, k)
+            self._advance(k)
+        else:
+            dur = sim.cost.step_s(self.d, self.S + self.d * self.lag, [], [], 0)
+            sim._record(self.d, 0.0, 1, dur)
+            sim.t += dur
+            sim.itl1.append((dur, self.d))
+            self._advance(1)
+        self._retire()
+        return True
+
+    def _admits(self, budget: float, spare: float) -> list | None:
+        """_Sim._plan's admissions beside the decode rows: [(request, tokens)], or None
+        where one would prefill only part of its prompt."""
+        sim, bs = self.sim, self.bs
+        left, out = budget - self.d, []
+        while (len(out) < len(sim.waiting) and left > 0
+               and sim.nrun + len(out) < sim.pol.max_seqs):
+            i = sim.waiting[len(out)]
+            c = sim._chunk(i, left, bool(out or self.d))
+            if c <= 0:
+                break
+            extra = math.ceil((float(sim.ctx[i]) + c) / bs) - float(sim.blocks[i])
+            if extra > spare:
+                break
+            if c < float(sim.need[i] - sim.done[i]):
+                return None
+            out.append((i, c))
+            spare -= extra
+            left -= c
+        return out
+
+    def _step(self, admits: list) -> None:
+        """_Sim._step with whole prompts admitted: they join the batch as decoders."""
+        sim, d = self.sim, self.d
+        for _ in admits:
+            sim.waiting.popleft()
+        sim.nrun += len(admits)
+        sizes = [c for _, c in admits]
+        ctxs = [float(sim.ctx[i]) for i, _ in admits]
+        dur = sim.cost.step_s(d, self.S + d * self.lag, sizes, ctxs, len(admits))
+        sim._record(d, float(np.sum(sizes)), 1, dur)
+        sim.t += dur
+        if d:
+            sim.itl1.append((dur, d))
+        self._advance(1)
+        for (i, c), s0 in zip(admits, ctxs):
+            sim.done[i] += c
+            sim._set_ctx(i, s0 + c)
+            sim.gen[i] += 1
+            if math.isnan(sim.tr.first_s[i]):
+                sim.tr.first_s[i] = sim.t
+            self._join(i)
+
+    # ---------------------------------------------------------------- the batch
+    def _grow(self) -> int:
+        """New blocks of one step: contexts at a multiple of bs."""
+        return self.hist[-self.lag % self.bs]
+
+    def _advance(self, k: int) -> None:
+        """k decode steps: e empty slots need ceil(max(0, k - e) / bs) new blocks."""
+        bs, lag, h = self.bs, self.lag, self.hist
+        new = sum(h[(-e - lag) % bs] * ((k - e + bs - 1) // bs) for e in range(min(k, bs)))
+        self.sim.used_blocks += float(new)
+        self.lag += k
+
+    def _victims(self, free: float) -> list[int] | None:
+        """Positions preempted (newest first) until the step's new blocks fit; None where
+        the batch would empty."""
+        g, out, p = self._grow(), [], self.tail
+        while g > free:
+            while not self.alive[p]:
+                p -= 1
+            c = float(self.kc[p]) + self.lag
+            free += math.ceil(c / self.bs)
+            g -= c % self.bs == 0
+            out.append(p)
+            p -= 1
+            if len(out) == self.d:
+                return None
+        return out
+
+    def _tokens_left(self) -> int:
+        """Fewest tokens any running sequence has left (the next finish)."""
+        if self.fmin is None:
+            self.fmin = float(self.fin[:self.m].min())
+        return int(self.fmin - self.lag)
+
+    def _kv_steps(self, free_f: float, k: int) -> int:
+        """_Sim._kv_steps on the histogram: the rem-th smallest empty slot count."""
+        bs, d = self.bs, self.d
+        free = int(round(free_f))
+        if free >= d * (k // bs + 1):
+            return k
+        q, rem = divmod(max(free, 0), d)
+        acc = 0
+        for e in range(bs):
+            acc += self.hist[(-e - self.lag) % bs]
+            if acc > rem:
+                break
+        return int(max(1, min(k, q * bs + min(float(e), bs - 1.0))))
+
+    def _join(self, i: int) -> None:
+        """Request i (its values written) joins the batch as its newest decoder."""
+        sim, p = self.sim, self.m
+        self.ids[p] = i
+        self.kc[p] = key = float(sim.ctx[i]) - self.lag
+        self.fin[p] = f = float(sim.out[i] - sim.gen[i]) + self.lag
+        self.alive[p] = True
+        self.hist[int(key % self.bs)] += 1
+        self.S += key
+        self.d += 1
+        self.m += 1
+        self.tail = p
+        if self.fmin is not None and f < self.fmin:
+            self.fmin = f
+
+    def _leave(self, p: int) -> None:
+        """Position p leaves the batch: its context, blocks and tokens are written back."""
+        sim, i = self.sim, int(self.ids[p])
+        key = float(self.kc[p])
+        c = key + self.lag
+        sim.ctx[i] = c
+        sim.blocks[i] = float(math.ceil(c / self.bs))
+        sim.gen[i] = sim.out[i] - self.fin[p] + self.lag
+        if self.fin[p] == self.fmin:
+            self.fmin = None
+        self.alive[p] = False
+        self.fin[p] = np.inf
+        self.hist[int(key % self.bs)] -= 1
+        self.S -= key
+        self.d -= 1
+        while self.tail >= 0 and not self.alive[self.tail]:
+            self.tail -= 1
+
+    def _retire(self) -> None:
+        """Sequences whose last token this was: off the batch (running order), finished."""
+        if self._tokens_left() > 0:
+            return
+        done = np.flatnonzero(self.fin[:self.m] <= self.lag).tolist()
+        for p in done:
+            self._leave(p)
+            self.sim.nrun -= 1
+        for p in done:
+            self.sim._finish(int(self.ids[p]), self.sim.t)
+
+    def write_back(self) -> None:
+        """The running set and its contexts, blocks and tokens, as the general loop keeps them."""
+        sim, keep = self.sim, self.alive[:self.m]
+        ids = self.ids[:self.m][keep]
+        ctx = self.kc[:self.m][keep] + self.lag
+        sim.ctx[ids] = ctx
+        sim.blocks[ids] = np.ceil(ctx / self.bs)
+        sim.gen[ids] = sim.out[ids] - self.fin[:self.m][keep] + self.lag
+        sim._rbuf[:ids.size] = ids
+        assert ids.size == sim.nrun, "decode epoch: running set out of step"
