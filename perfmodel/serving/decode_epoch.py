@@ -26,6 +26,7 @@ without mixed batches), TensorRT-LLM's output reservation, static batching.
 
 from __future__ import annotations
 
+import heapq
 import math
 
 import numpy as np
@@ -50,26 +51,23 @@ def decode_epoch(sim) -> None:
 
 class _Epoch:
     """The running batch as keys at joining plus a shared step count (see the module doc);
-    positions follow the running order (admission order)."""
+    positions follow the running order (admission order). Python lists: an epoch lasts
+    hundreds of iterations, each touching a few sequences."""
 
     def __init__(self, sim):
         self.sim, self.bs = sim, sim.pol.block_tokens
-        m, cap = sim.nrun, sim.nrun + sim.n
-        run = sim._rbuf[:m]
-        self.ids = np.empty(cap, dtype=int)
-        self.ids[:m] = run
-        self.kc = np.empty(cap)                  # context at joining - lag at joining
-        self.kc[:m] = sim.ctx[run]
-        self.fin = np.full(cap, np.inf)          # out - gen at joining + lag at joining
-        self.fin[:m] = sim.out[run] - sim.gen[run]
-        self.alive = np.zeros(cap, dtype=bool)
-        self.alive[:m] = True
-        self.hist = np.bincount((self.kc[:m] % self.bs).astype(int), minlength=self.bs).tolist()
-        self.S = float(self.kc[:m].sum())
-        self.d = self.m = m
-        self.tail = m - 1
+        run = sim._rbuf[:sim.nrun]
+        ctx = sim.ctx[run]
+        self.ids = run.tolist()
+        self.kc = ctx.tolist()                   # context at joining - lag at joining
+        self.fin = (sim.out[run] - sim.gen[run]).tolist()   # tokens left + lag at joining
+        self.alive = [True] * len(self.ids)
+        self.heap = sorted(zip(self.fin, range(len(self.ids))))   # (fin, position)
+        self.hist = np.bincount((ctx % self.bs).astype(int), minlength=self.bs).tolist()
+        self.S = float(ctx.sum())
+        self.d = len(self.ids)
+        self.tail = self.d - 1
         self.lag = 0
-        self.fmin = float(self.fin[:m].min())
 
     # ---------------------------------------------------------------- one iteration
     def iterate(self, budget: float) -> bool:
@@ -144,7 +142,9 @@ class _Epoch:
         self._advance(1)
         for (i, c), s0 in zip(admits, ctxs):
             sim.done[i] += c
-            sim._set_ctx(i, s0 + c)
+            b = float(math.ceil((s0 + c) / self.bs))      # _Sim._set_ctx on one request
+            sim.used_blocks += b - float(sim.blocks[i])
+            sim.blocks[i], sim.ctx[i] = b, s0 + c
             sim.gen[i] += 1
             if math.isnan(sim.tr.first_s[i]):
                 sim.tr.first_s[i] = sim.t
@@ -169,7 +169,7 @@ class _Epoch:
         while g > free:
             while not self.alive[p]:
                 p -= 1
-            c = float(self.kc[p]) + self.lag
+            c = self.kc[p] + self.lag
             free += math.ceil(c / self.bs)
             g -= c % self.bs == 0
             out.append(p)
@@ -180,9 +180,10 @@ class _Epoch:
 
     def _tokens_left(self) -> int:
         """Fewest tokens any running sequence has left (the next finish)."""
-        if self.fmin is None:
-            self.fmin = float(self.fin[:self.m].min())
-        return int(self.fmin - self.lag)
+        heap, alive = self.heap, self.alive
+        while not alive[heap[0][1]]:
+            heapq.heappop(heap)
+        return int(heap[0][0] - self.lag)
 
     def _kv_steps(self, free_f: float, k: int) -> int:
         """_Sim._kv_steps on the histogram: the rem-th smallest empty slot count."""
@@ -200,31 +201,27 @@ class _Epoch:
 
     def _join(self, i: int) -> None:
         """Request i (its values written) joins the batch as its newest decoder."""
-        sim, p = self.sim, self.m
-        self.ids[p] = i
-        self.kc[p] = key = float(sim.ctx[i]) - self.lag
-        self.fin[p] = f = float(sim.out[i] - sim.gen[i]) + self.lag
-        self.alive[p] = True
+        sim, p = self.sim, len(self.ids)
+        key = float(sim.ctx[i]) - self.lag
+        f = float(sim.out[i] - sim.gen[i]) + self.lag
+        self.ids.append(i)
+        self.kc.append(key)
+        self.fin.append(f)
+        self.alive.append(True)
+        heapq.heappush(self.heap, (f, p))
         self.hist[int(key % self.bs)] += 1
         self.S += key
         self.d += 1
-        self.m += 1
         self.tail = p
-        if self.fmin is not None and f < self.fmin:
-            self.fmin = f
 
     def _leave(self, p: int) -> None:
         """Position p leaves the batch: its context, blocks and tokens are written back."""
-        sim, i = self.sim, int(self.ids[p])
-        key = float(self.kc[p])
+        sim, i, key = self.sim, self.ids[p], self.kc[p]
         c = key + self.lag
         sim.ctx[i] = c
         sim.blocks[i] = float(math.ceil(c / self.bs))
         sim.gen[i] = sim.out[i] - self.fin[p] + self.lag
-        if self.fin[p] == self.fmin:
-            self.fmin = None
         self.alive[p] = False
-        self.fin[p] = np.inf
         self.hist[int(key % self.bs)] -= 1
         self.S -= key
         self.d -= 1
@@ -233,22 +230,28 @@ class _Epoch:
 
     def _retire(self) -> None:
         """Sequences whose last token this was: off the batch (running order), finished."""
-        if self._tokens_left() > 0:
+        if not self.d or self._tokens_left() > 0:
             return
-        done = np.flatnonzero(self.fin[:self.m] <= self.lag).tolist()
+        done, heap = [], self.heap
+        while heap and heap[0][0] <= self.lag:
+            f, p = heapq.heappop(heap)
+            if self.alive[p]:
+                done.append(p)
+        done.sort()
         for p in done:
             self._leave(p)
             self.sim.nrun -= 1
         for p in done:
-            self.sim._finish(int(self.ids[p]), self.sim.t)
+            self.sim._finish(self.ids[p], self.sim.t)
 
     def write_back(self) -> None:
         """The running set and its contexts, blocks and tokens, as the general loop keeps them."""
-        sim, keep = self.sim, self.alive[:self.m]
-        ids = self.ids[:self.m][keep]
-        ctx = self.kc[:self.m][keep] + self.lag
+        sim = self.sim
+        keep = [p for p, a in enumerate(self.alive) if a]
+        ids = np.array([self.ids[p] for p in keep], dtype=int)
+        ctx = np.array([self.kc[p] for p in keep], dtype=float) + self.lag
         sim.ctx[ids] = ctx
         sim.blocks[ids] = np.ceil(ctx / self.bs)
-        sim.gen[ids] = sim.out[ids] - self.fin[:self.m][keep] + self.lag
+        sim.gen[ids] = sim.out[ids] - np.array([self.fin[p] for p in keep], dtype=float) + self.lag
         sim._rbuf[:ids.size] = ids
         assert ids.size == sim.nrun, "decode epoch: running set out of step"
