@@ -74,22 +74,29 @@ class _Epoch:
         """One scheduler iteration; False (nothing changed) where the general loop must run it."""
         sim, pol = self.sim, self.sim.pol
         sim._release()
-        if not pol.mixed and sim._admissible(budget):
-            return False                  # a prompt-only step comes first
         free = sim._free()
+        if not pol.mixed and sim._admissible(budget):
+            # a prompt-only step comes first (SGLang): the batch waits a step
+            admits = self._admits(budget, free, 0)
+            if not admits:
+                return False              # a prompt split over steps, or none after all
+            sim._tick()
+            self._step(admits, 0)
+            self._retire()
+            return True
         victims = self._victims(free)
         if victims is None:
             return False                  # the batch would empty
-        admits = [] if victims or not pol.mixed else self._admits(budget, free - self._grow())
+        admits = [] if victims or not pol.mixed else self._admits(budget, free - self._grow(), self.d)
         if admits is None:
             return False                  # a prompt would be split over steps
         sim._tick()
         for p in victims:
             self._leave(p)
             sim.nrun -= 1
-            sim._requeue(int(self.ids[p]))
+            sim._requeue(self.ids[p])
         if admits:
-            self._step(admits)
+            self._step(admits, self.d)
         elif (not sim.waiting or sim.nrun >= pol.max_seqs
               or not sim._admissible(math.inf)):
             k = self._tokens_left()
@@ -105,15 +112,15 @@ class _Epoch:
         self._retire()
         return True
 
-    def _admits(self, budget: float, spare: float) -> list | None:
-        """_Sim._plan's admissions beside the decode rows: [(request, tokens)], or None
+    def _admits(self, budget: float, spare: float, d: int) -> list | None:
+        """_Sim._plan's admissions beside d decode rows: [(request, tokens)], or None
         where one would prefill only part of its prompt."""
         sim, bs = self.sim, self.bs
-        left, out = budget - self.d, []
+        left, out = budget - d, []
         while (len(out) < len(sim.waiting) and left > 0
                and sim.nrun + len(out) < sim.pol.max_seqs):
             i = sim.waiting[len(out)]
-            c = sim._chunk(i, left, bool(out or self.d))
+            c = sim._chunk(i, left, bool(out or d))
             if c <= 0:
                 break
             extra = math.ceil((float(sim.ctx[i]) + c) / bs) - float(sim.blocks[i])
@@ -126,20 +133,21 @@ class _Epoch:
             left -= c
         return out
 
-    def _step(self, admits: list) -> None:
-        """_Sim._step with whole prompts admitted: they join the batch as decoders."""
-        sim, d = self.sim, self.d
+    def _step(self, admits: list, d: int) -> None:
+        """_Sim._step with whole prompts admitted beside d decode rows (the batch, or none
+        in a prompt-only step): they join the batch as decoders."""
+        sim = self.sim
         for _ in admits:
             sim.waiting.popleft()
         sim.nrun += len(admits)
         sizes = [c for _, c in admits]
         ctxs = [float(sim.ctx[i]) for i, _ in admits]
-        dur = sim.cost.step_s(d, self.S + d * self.lag, sizes, ctxs, len(admits))
+        dur = sim.cost.step_s(d, self.S + d * self.lag if d else 0.0, sizes, ctxs, len(admits))
         sim._record(d, float(np.sum(sizes)), 1, dur)
         sim.t += dur
         if d:
             sim.itl1.append((dur, d))
-        self._advance(1)
+            self._advance(1)
         for (i, c), s0 in zip(admits, ctxs):
             sim.done[i] += c
             b = float(math.ceil((s0 + c) / self.bs))      # _Sim._set_ctx on one request
@@ -158,7 +166,8 @@ class _Epoch:
     def _advance(self, k: int) -> None:
         """k decode steps: e empty slots need ceil(max(0, k - e) / bs) new blocks."""
         bs, lag, h = self.bs, self.lag, self.hist
-        new = sum(h[(-e - lag) % bs] * ((k - e + bs - 1) // bs) for e in range(min(k, bs)))
+        new = (h[-lag % bs] if k == 1 else
+               sum(h[(-e - lag) % bs] * ((k - e + bs - 1) // bs) for e in range(min(k, bs))))
         self.sim.used_blocks += float(new)
         self.lag += k
 
