@@ -70,7 +70,7 @@ class _Epoch:
         self.hist = np.bincount((dec_ctx % self.bs).astype(int), minlength=self.bs).tolist()
         self.S = float(dec_ctx.sum())
         self.d = int(dec_ctx.size)
-        self.tail = len(self.ids) - 1
+        self.stack = list(range(len(self.ids)))   # positions, newest last; its top is alive
         self.lag = 0
 
     # ---------------------------------------------------------------- one iteration
@@ -199,10 +199,12 @@ class _Epoch:
     def _victims(self, free: float):
         """Positions preempted (newest first) until the decoders' new blocks fit, with the
         free blocks, new blocks and decoders after them; None where the batch would empty."""
-        g, out, p, d = self._grow(), [], self.tail, self.d
+        g, out, d = self._grow(), [], self.d
+        at = len(self.stack) - 1
         while g > free:
-            while not self.alive[p]:
-                p -= 1
+            while not self.alive[self.stack[at]]:
+                at -= 1
+            p = self.stack[at]
             if self.is_dec[p]:
                 c = self.kc[p] + self.lag
                 free += math.ceil(c / self.bs)
@@ -211,7 +213,7 @@ class _Epoch:
             else:
                 free += float(self.sim.blocks[self.ids[p]])
             out.append(p)
-            p -= 1
+            at -= 1
             if len(out) == self.sim.nrun:
                 return None
         return out, free, g, d
@@ -246,7 +248,7 @@ class _Epoch:
         self.kc.append(0.0)
         self.fin.append(0.0)
         self.pref.append(p)
-        self.tail = p
+        self.stack.append(p)
         return p
 
     def _decode(self, p: int) -> None:
@@ -277,8 +279,9 @@ class _Epoch:
         else:
             self.pref.remove(p)
         self.alive[p] = False
-        while self.tail >= 0 and not self.alive[self.tail]:
-            self.tail -= 1
+        stack = self.stack
+        while stack and not self.alive[stack[-1]]:
+            stack.pop()
 
     def _retire(self) -> None:
         """Decoders whose last token this was: off the batch (running order), finished."""
