@@ -159,10 +159,8 @@ class _Epoch:
         for _ in range(new):
             sim.waiting.popleft()
         sim.nrun += new
-        sim.n_pref += new
         ctxs = [float(sim.ctx[i]) for i, _, _ in chunks]
         ends = [bool(sim.done[i] + c >= sim.need[i]) for i, c, _ in chunks]
-        sim.n_pref -= sum(ends)
         sizes = [c for _, c, _ in chunks]
         dur = sim.cost.step_s(d, self.S + d * self.lag if d else 0.0, sizes, ctxs, sum(ends))
         sim._record(d, float(np.sum(sizes)), 1, dur)

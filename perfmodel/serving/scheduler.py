@@ -128,7 +128,6 @@ class _Sim:
         self.waiting: deque = deque()
         self._rbuf = np.zeros(n, dtype=int)     # running requests in admission order:
         self.nrun = 0                           # the first nrun entries (no list round trips)
-        self.n_pref = 0                         # running requests still prefilling
         self.itl1: list = []                    # single-step inter-token gaps (value, rows)
         self.used_blocks = 0.0
         self.finished = 0
@@ -176,7 +175,6 @@ class _Sim:
 
     def _requeue(self, i: int) -> None:
         """Request i, just taken off the running set, waits first to recompute."""
-        self.n_pref -= bool(self.done[i] < self.need[i])
         self.used_blocks -= self.blocks[i]
         self.blocks[i] = 0.0
         self.need[i] = self.prompt[i] + self.gen[i]
@@ -216,14 +214,11 @@ class _Sim:
         preempted = False
         while True:
             run = self._run()
-            if self.n_pref:
-                prefilling = self.done[run] < self.need[run]
-                partial, decoding = run[prefilling], run[~prefilling]
-            else:                        # every running sequence decodes: no masks to build
-                partial, decoding = run[:0], run
+            prefilling = self.done[run] < self.need[run]
+            partial = run[prefilling]
             prefill_turn = (not pol.mixed and not force_decode
                             and bool(partial.size or self._admissible(budget)))
-            dec = np.zeros(0, int) if prefill_turn else decoding[:int(min(budget, run.size))].copy()
+            dec = np.zeros(0, int) if prefill_turn else run[~prefilling][:int(min(budget, run.size))]
             # one more token needs a new block only where the last block is full
             grow = float(np.count_nonzero(self.blocks[dec] * pol.block_tokens <= self.ctx[dec]))
             if grow <= self._free() or not self.nrun:
@@ -257,7 +252,6 @@ class _Sim:
                 self.waiting.popleft()
                 self._rbuf[self.nrun] = i
                 self.nrun += 1
-                self.n_pref += 1
                 chunks.append((int(i), c))
                 spare -= extra
                 left -= c
@@ -350,13 +344,9 @@ class _Sim:
                 self._finish(i, self.t)
 
     def _step(self, dec: np.ndarray, chunks: list) -> None:
-        if not chunks:
-            self._decode_step(dec)
-            return
         idx = np.fromiter((i for i, _ in chunks), dtype=int, count=len(chunks))
         size = np.fromiter((c for _, c in chunks), dtype=float, count=len(chunks))
         ends = self.done[idx] + size >= self.need[idx]
-        self.n_pref -= int(np.count_nonzero(ends))
         dur = self.cost.step_s(dec.size, float(np.sum(self.ctx[dec])), size.tolist(),
                                self.ctx[idx].tolist(), int(np.count_nonzero(ends)))
         self._record(dec.size, float(size.sum()), 1, dur)
@@ -373,18 +363,6 @@ class _Sim:
             new = firsts[np.isnan(self.tr.first_s[firsts])]
             self.tr.first_s[new] = self.t
             dec = np.concatenate([dec, firsts])
-        self._retire(dec)
-
-    def _decode_step(self, dec: np.ndarray) -> None:
-        """_step without prompt chunks (a step that preempted, or a decode step the next
-        admission may follow): the same pricing and updates, no chunk arrays built."""
-        dur = self.cost.step_s(dec.size, float(np.sum(self.ctx[dec])), [], [], 0)
-        self._record(dec.size, 0.0, 1, dur)
-        self.t += dur
-        if dec.size:
-            self.itl1.append((dur, dec.size))
-            self._set_ctx(dec, self.ctx[dec] + 1)
-            self.gen[dec] += 1
         self._retire(dec)
 
     def _flush_itl(self) -> None:
