@@ -10,8 +10,8 @@
 2. `size`'s default search (every GPU, four precisions, vLLM, its simulated verification of
    the cheapest deployments) in-process and as the `perfmodel size` command (imports
    included), over the 5 s target.
-3. The small levels against a per-step loop pricing every step by its own op-list
-   evaluation (the step-cost surface's own speed-up).
+3. Small levels (4 requests each) against a per-step loop pricing every step by its own
+   op-list evaluation (the step-cost surface's own speed-up).
 Times are the best of REPEATS runs (a shared machine: the ratios, measured in one run, are
 the stable figures).
 
@@ -51,6 +51,7 @@ SIZE_REQUEST = dict(model="llama-3.1-70b", rate_rps=10.0, prompt=1000, output=30
 SIZE_ARGV = ["size", "--model", "llama-3.1-70b", "--rate", "10", "--prompt-tokens", "1000",
              "--output-tokens", "300", "--ttft-slo-s", "1", "--tpot-slo-s", "0.05"]
 NAIVE_LEVELS = [2, 4, 8, 16]
+NAIVE_REQUESTS = 4
 REPEATS = 2
 
 
@@ -141,7 +142,7 @@ class NaiveCost:
 
 def naive() -> None:
     model, gpu = "llama-3.1-8b", "h100-sxm"
-    kw = dict(engine="vllm", **LENGTHS)
+    kw = dict(engine="vllm", num_requests=NAIVE_REQUESTS, **LENGTHS)
     small_s, small = best_of(lambda: api.serve(model, gpu, concurrencies=NAIVE_LEVELS,
                                                timeline=True, **kw).points)
     original = sim_mod._cost
@@ -154,7 +155,7 @@ def naive() -> None:
         sim_mod._cost = original
     steps = sum(sum(p.timeline.steps) for p in small)
     worst = max(abs(a.ttft_p50_s / b.ttft_p50_s - 1) for a, b in zip(small, slow))
-    print(f"3. {model} {gpu}, levels {NAIVE_LEVELS}: simulator {small_s:.3f} s, per-step op-list "
+    print(f"3. {model} {gpu}, levels {NAIVE_LEVELS} x {NAIVE_REQUESTS} requests: simulator {small_s:.3f} s, per-step op-list "
           f"loop {naive_s:.2f} s -> x{naive_s / small_s:.0f} ({steps} steps; TTFT p50 agree "
           f"within {worst:.2%})")
 
