@@ -17,6 +17,8 @@ Continuous batching (vLLM V1, TensorRT-LLM in-flight batching, llama.cpp, SGLang
 A request is visible to the scheduler per_request_overhead_s after it is sent (tokenization,
 API server). Between events (an arrival, a finish, KV running out) a decode-only batch is
 fixed and every context grows by one per step, so such runs are priced in one vectorized call.
+Most iterations run in decode epochs (serving/decode_epoch.py): these decisions on scalars
+(a histogram of contexts mod the page size, a shared step count), the same trace.
 
 Static batching (hf-eager, torch-*): when idle, the engine takes every waiting request up to
 what fits padded, prefills them together at the longest prompt, decodes until the longest
@@ -70,9 +72,9 @@ class Trace:
 
 MAX_SIM_STEPS = 80_000
 """Scheduler iterations (steps or decode-only runs) one `perfmodel serve` call may simulate,
-over all its levels: about 40 us each, so a call stays within a few seconds of CPU. A run
-that needs more stops with a PerfModelError naming this cap (fewer requests or levels, a
-larger token budget)."""
+over all its levels: about 20 us each in a decode epoch, 40 us in the general loop, so a
+call stays within a few seconds of CPU. A run that needs more stops with a PerfModelError
+naming this cap (fewer requests or levels, a larger token budget)."""
 
 
 class Stalled(PerfModelError):
