@@ -1,7 +1,7 @@
 """Decode epochs (serving/decode_epoch.py) give the general loop's trace to the bit: the same
 first-token and finish times, preemptions, timeline segments and pooled inter-token gaps,
-on scheduler configurations chosen to preempt, recompute, admit and finish inside epochs,
-and on random ones (hypothesis). The reference is the same scheduler with every iteration
+on scheduler configurations chosen to preempt, recompute, admit, reserve and finish inside
+epochs, and on random ones (hypothesis). The reference is the same scheduler with every iteration
 run by its general loop (simulate(..., epochs=False)); a spy checks that the epochs did run,
 so no comparison is vacuous."""
 
@@ -99,6 +99,8 @@ CASES = {
                                          _policy(max_seqs=24, total_blocks=5000,
                                                  request_overhead_s=0.004)),
     "pages of one token": (_requests(n=120, seed=4), _policy(block_tokens=1, total_blocks=9000)),
+    # TensorRT-LLM GUARANTEED_NO_EVICT: admitted only when the whole prompt + output fits
+    "trtllm-like output reservation": (_requests(ratio=0.5, seed=5), _policy(reserve_output=True)),
 }
 
 
@@ -125,16 +127,17 @@ def test_most_thrash_iterations_run_in_epochs(monkeypatch):
 
 @given(mixed=st.booleans(), chunked=st.booleans(), max_seqs=st.integers(1, 80),
        token_budget=st.one_of(st.none(), st.integers(8, 3000)),
-       blocks=st.integers(20, 3000), bs=st.sampled_from([1, 4, 16, 32]),
+       blocks=st.integers(20, 3000), bs=st.sampled_from([1, 4, 16, 32]), reserve=st.booleans(),
        overhead=st.sampled_from([0.0, 0.002]), n=st.integers(1, 80),
        prompt=st.integers(1, 600), output=st.integers(1, 300), ratio=st.floats(0.1, 1.0),
        hit=st.floats(0.0, 0.9), conc=st.integers(1, 64),
        rate=st.one_of(st.none(), st.floats(1.0, 2000.0)), seed=st.integers(0, 50))
 def test_random_schedules_match_the_general_loop(mixed, chunked, max_seqs, token_budget,
-                                                 blocks, bs, overhead, n, prompt, output,
-                                                 ratio, hit, conc, rate, seed):
+                                                 blocks, bs, reserve, overhead, n, prompt,
+                                                 output, ratio, hit, conc, rate, seed):
     pol = _policy(mixed=mixed, chunked=chunked, max_seqs=max_seqs, token_budget=token_budget,
-                  total_blocks=blocks, block_tokens=bs, request_overhead_s=overhead)
+                  total_blocks=blocks, block_tokens=bs, reserve_output=reserve,
+                  request_overhead_s=overhead)
     req = _requests(n=n, prompt=prompt, output=output, conc=conc, rate_rps=rate,
                     ratio=ratio, hit=hit, seed=seed)
     fast, ref = _both(req, pol)

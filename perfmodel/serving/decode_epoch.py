@@ -23,7 +23,7 @@ same calls (StepCost.step_s, _Sim._run_steps), so the trace is the same
 (tests/test_decode_epoch.py runs both). A sequence leaving the batch, and every one at the
 end, gets its context, blocks and tokens written back. The epoch hands back to the general
 loop before anything else: a token budget below the decoders, a batch that would empty,
-a step with nothing to run, TensorRT-LLM's output reservation, static batching.
+a step with nothing to run, static batching.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def decode_epoch(sim) -> None:
     module docstring describes; return at the first one that needs the general loop."""
     pol = sim.pol
     budget = math.inf if pol.token_budget is None else float(pol.token_budget)
-    if not sim.nrun or budget < sim.nrun or pol.reserve_output or pol.static:
+    if not sim.nrun or budget < sim.nrun or pol.static:
         return
     ep = _Epoch(sim)
     try:
@@ -72,6 +72,11 @@ class _Epoch:
         self.d = int(dec_ctx.size)
         self.stack = list(range(len(self.ids)))   # positions, newest last; its top is alive
         self.lag = 0
+        # TensorRT-LLM's reservation (kv_reserve_output): the running prompts + outputs
+        self.reserve = sim.pol.reserve_output
+        if self.reserve:
+            self.reserved = sim._reserved_blocks()
+            sim._reserved_blocks = lambda: self.reserved     # _Sim._reservable reads this
 
     # ---------------------------------------------------------------- one iteration
     def iterate(self, budget: float) -> bool:
@@ -135,7 +140,7 @@ class _Epoch:
             out.append((i, c, p))
             spare -= extra
             left -= c
-        new = 0
+        new, held = 0, 0.0            # held: reservations of this step's admissions
         while (admit and new < len(sim.waiting) and left > 0
                and sim.nrun + new < sim.pol.max_seqs):
             i = sim.waiting[new]
@@ -143,13 +148,26 @@ class _Epoch:
             if c <= 0:
                 break
             extra = math.ceil((float(sim.ctx[i]) + c) / bs) - float(sim.blocks[i])
-            if extra > spare:
+            if extra > spare or (self.reserve and not self._reservable(i, held)):
                 break
             out.append((i, c, None))
+            if self.reserve:
+                held += self._reservation(i)
             new += 1
             spare -= extra
             left -= c
         return out
+
+    def _reservation(self, i: int) -> float:
+        """Blocks request i's prompt + output reserve while it runs."""
+        return float(math.ceil((float(self.sim.need[i]) + float(self.sim.out[i])) / self.bs))
+
+    def _reservable(self, i: int, held: float) -> bool:
+        """_Sim._reservable: request i's remaining prompt + output fits beside the running
+        ones' reservations and `held` more."""
+        sim = self.sim
+        rest = float(math.ceil(float(sim.need[i] + sim.out[i] - sim.gen[i]) / self.bs))
+        return self.reserved + held + rest <= sim.pol.total_blocks
 
     def _step(self, chunks: list, d: int) -> None:
         """_Sim._step: d decode rows (the decoders, or none in a prompt-only step) and the
@@ -175,6 +193,8 @@ class _Epoch:
             sim.blocks[i], sim.ctx[i] = b, s0 + c
             if p is None:
                 p = self._join(i)
+                if self.reserve:
+                    self.reserved += self._reservation(i)
             if end:
                 sim.gen[i] += 1
                 if math.isnan(sim.tr.first_s[i]):
@@ -265,6 +285,8 @@ class _Epoch:
         """Position p leaves the running set: a decoder's context, blocks and tokens are
         written back."""
         sim, i = self.sim, self.ids[p]
+        if self.reserve:
+            self.reserved -= self._reservation(i)
         if self.is_dec[p]:
             key = self.kc[p]
             c = key + self.lag
@@ -301,6 +323,8 @@ class _Epoch:
         """The running set and its decoders' contexts, blocks and tokens, as the general loop
         keeps them."""
         sim = self.sim
+        if self.reserve:
+            del sim._reserved_blocks
         keep = [p for p, a in enumerate(self.alive) if a]
         dec = [p for p in keep if self.is_dec[p]]
         ids = np.array([self.ids[p] for p in dec], dtype=int)

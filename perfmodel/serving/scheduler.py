@@ -283,9 +283,14 @@ class _Sim:
         return (math.ceil((float(self.ctx[i]) + c) / self.pol.block_tokens)
                 - float(self.blocks[i])) <= self._free()
 
-    def _reservable(self, i: int) -> bool:
+    def _reserved_blocks(self) -> float:
+        """Blocks the running requests' whole prompts + outputs reserve (a decode epoch
+        shadows this with its running sum)."""
         run = self._run()
-        reserved = float(np.sum(self._blocks_for(self.need[run] + self.out[run]))) if run.size else 0.0
+        return float(np.sum(self._blocks_for(self.need[run] + self.out[run]))) if run.size else 0.0
+
+    def _reservable(self, i: int) -> bool:
+        reserved = self._reserved_blocks()
         return reserved + float(self._blocks_for(self.need[i] + self.out[i] - self.gen[i])) <= self.pol.total_blocks
 
     def _decode_run(self, dec: np.ndarray) -> None:
