@@ -7,6 +7,8 @@ so no comparison is vacuous."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -123,6 +125,19 @@ def test_most_thrash_iterations_run_in_epochs(monkeypatch):
     budget = scheduler.StepBudget()
     simulate(COST, req, pol, budget)
     assert spy.iterations > 0.5 * (budget.cap - budget.left)
+
+
+def test_a_policy_parameter_the_epochs_do_not_model_leaves_them_off(monkeypatch):
+    """A scheduler rule added to Policy (and _Sim) but not to the epochs must not be skipped
+    silently: the epochs stand aside and the general loop runs every iteration."""
+    @dataclass(frozen=True)
+    class NewRulePolicy(Policy):
+        admit_after_preempt: bool = False
+
+    req, pol = CASES["vllm-like, KV thrash"]
+    spy = _Spy(monkeypatch)
+    tr = simulate(COST, req, NewRulePolicy(**{f.name: getattr(pol, f.name) for f in fields(pol)}))
+    assert spy.iterations == 0 and tr.preemptions > 0
 
 
 @given(mixed=st.booleans(), chunked=st.booleans(), max_seqs=st.integers(1, 80),

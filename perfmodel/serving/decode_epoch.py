@@ -23,15 +23,24 @@ same calls (StepCost.step_s, _Sim._run_steps), so the trace is the same
 (tests/test_decode_epoch.py runs both). A sequence leaving the batch, and every one at the
 end, gets its context, blocks and tokens written back. The epoch hands back to the general
 loop before anything else: a token budget below the decoders, a batch that would empty,
-a step with nothing to run, static batching.
+a step with nothing to run, static batching, and a Policy with a parameter it does not know
+(POLICY_FIELDS): a scheduler rule added to _Sim is not silently skipped here.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import heapq
 import math
 
 import numpy as np
+
+POLICY_FIELDS = frozenset(("static", "mixed", "chunked", "max_seqs", "token_budget",
+                           "total_blocks", "block_tokens", "reserve_output",
+                           "request_overhead_s"))
+"""The scheduler.Policy parameters the epoch models; with any other, it leaves every
+iteration to the general loop (tests/test_decode_epoch.py then says it no longer runs)."""
 
 
 def decode_epoch(sim) -> None:
@@ -39,7 +48,7 @@ def decode_epoch(sim) -> None:
     module docstring describes; return at the first one that needs the general loop."""
     pol = sim.pol
     budget = math.inf if pol.token_budget is None else float(pol.token_budget)
-    if not sim.nrun or budget < sim.nrun or pol.static:
+    if not sim.nrun or budget < sim.nrun or pol.static or not _modelled(type(pol)):
         return
     ep = _Epoch(sim)
     try:
@@ -48,6 +57,11 @@ def decode_epoch(sim) -> None:
                 break
     finally:
         ep.write_back()
+
+
+@functools.cache
+def _modelled(policy_type) -> bool:
+    return frozenset(f.name for f in dataclasses.fields(policy_type)) == POLICY_FIELDS
 
 
 class _Epoch:
