@@ -100,12 +100,12 @@ class _Epoch:
         free = sim._free()
         if not pol.mixed and (self.pref or sim._admissible(budget)):
             chunks = self._chunks(budget, free, 0, (), admit=True)   # a prompt-only step
-            if not chunks:
-                return False
-            sim._tick()
-            self._step(chunks, 0)
-            self._retire()
-            return True
+            if chunks:
+                sim._tick()
+                self._step(chunks, 0)
+                self._retire()
+                return True
+            # no prompt fits after all: _plan(force_decode=True), the decode branch below
         cut = self._victims(free)
         if cut is None:
             return False                  # the batch would empty
