@@ -190,6 +190,9 @@ class SchedulerSpec(Spec):
         "preempting when they run out (vLLM, SGLang).")
     seqs_divided_by_pp: bool = Field(
         default=False, description="max_num_seqs is shared by the pipeline stages (trtllm-bench).")
+    recv_interval_steps: int = Field(
+        default=1, ge=1, description="A busy engine takes in new requests every n-th decode "
+        "step and after a prefill step (SGLang --scheduler-recv-interval, default 1).")
     small_gpu_bytes: float | None = Field(
         default=None, gt=0, description="Below this device memory the small-GPU limits apply.")
     small_gpu_excludes: tuple[str, ...] = Field(

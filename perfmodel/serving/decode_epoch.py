@@ -38,7 +38,7 @@ import numpy as np
 
 POLICY_FIELDS = frozenset(("static", "mixed", "chunked", "max_seqs", "token_budget",
                            "total_blocks", "block_tokens", "reserve_output",
-                           "request_overhead_s"))
+                           "request_overhead_s", "recv_interval_steps"))
 """The scheduler.Policy parameters the epoch models; with any other, it leaves every
 iteration to the general loop (tests/test_decode_epoch.py then says it no longer runs)."""
 
@@ -48,7 +48,8 @@ def decode_epoch(sim) -> None:
     module docstring describes; return at the first one that needs the general loop."""
     pol = sim.pol
     budget = math.inf if pol.token_budget is None else float(pol.token_budget)
-    if not sim.nrun or budget < sim.nrun or pol.static or not _modelled(type(pol)):
+    if (not sim.nrun or budget < sim.nrun or pol.static or not _modelled(type(pol))
+            or pol.recv_interval_steps > 1):      # polling every n steps: the general loop
         return
     ep = _Epoch(sim)
     try:

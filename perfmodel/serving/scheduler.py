@@ -15,7 +15,8 @@ Continuous batching (vLLM V1, TensorRT-LLM in-flight batching, llama.cpp, SGLang
   the blocks of its whole prompt + output fit beside those reserved by the running ones;
 - prefix-cache hits start a prompt at its cached tokens (they hold KV but cost no compute).
 A request is visible to the scheduler per_request_overhead_s after it is sent (tokenization,
-API server). Between events (an arrival, a finish, KV running out) a decode-only batch is
+API server); with Policy.recv_interval_steps n > 1 (SGLang --scheduler-recv-interval) a busy
+engine polls for visible requests only every n-th decode step and right after a prefill step. Between events (an arrival, a finish, KV running out) a decode-only batch is
 fixed and every context grows by one per step, so such runs are priced in one vectorized call.
 Most iterations run in decode epochs (serving/decode_epoch.py): these decisions on scalars
 (a histogram of contexts mod the page size, a shared step count), the same trace.
@@ -53,6 +54,9 @@ class Policy:
     block_tokens: int
     reserve_output: bool
     request_overhead_s: float
+    # SGLang --scheduler-recv-interval (SchedulerRecvSkipper): a busy engine takes new requests
+    # in only every n-th decode step and after a prefill step; 1: every iteration (the default)
+    recv_interval_steps: int = 1
 
 
 @dataclass
@@ -134,6 +138,7 @@ class _Sim:
         self.used_blocks = 0.0
         self.finished = 0
         self.t = 0.0
+        self.recv_ct = pol.recv_interval_steps   # decode steps since the last poll for requests
         self.closed = req.send_s is None
         if self.closed:
             for _ in range(min(int(req.concurrency or 1), n)):
@@ -151,6 +156,11 @@ class _Sim:
         heapq.heappush(self.pending, (t + self.pol.request_overhead_s, i))
 
     def _release(self) -> None:
+        n = self.pol.recv_interval_steps
+        if n > 1:
+            if self.nrun and self.recv_ct < n:
+                return              # busy, and the next poll is recv_ct steps away
+            self.recv_ct = 0
         while self.pending and self.pending[0][0] <= self.t * (1 + 1e-12) + 1e-15:
             self.waiting.append(heapq.heappop(self.pending)[1])
 
@@ -316,8 +326,21 @@ class _Sim:
                 break
             kk = min(2 * kk, k)
         k = kk
+        n = self.pol.recv_interval_steps
         if self.pending:
-            k = min(k, int(np.searchsorted(ends, self.pending[0][0])) + 1)
+            s = int(np.searchsorted(ends, self.pending[0][0])) + 1
+            if n > 1:   # the arrival is seen at the first poll after it: every n steps
+                first = max(n - self.recv_ct, 1)
+                s = first + -(-max(s - first, 0) // n) * n
+                if s > kk and kk < k:
+                    kk = min(k, s)
+                    self.budget.spend_decode(kk)
+                    dur = self.cost.decode_run_s(d, ctx0, kk)
+                    ends = self.t + np.cumsum(dur)
+            k = min(kk, s)
+        if n > 1:
+            ct = self.recv_ct + k
+            self.recv_ct = n if ct % n == 0 else ct % n
         self._record(d, 0, k, float(ends[k - 1] - self.t))
         self.tr.itl_values.append(dur[:k])
         self.tr.itl_weights.append(d)
@@ -370,6 +393,8 @@ class _Sim:
             new = firsts[np.isnan(self.tr.first_s[firsts])]
             self.tr.first_s[new] = self.t
             dec = np.concatenate([dec, firsts])
+        if self.pol.recv_interval_steps > 1:   # after a prefill step SGLang polls at once
+            self.recv_ct = self.pol.recv_interval_steps if idx.size else self.recv_ct + 1
         self._retire(dec)
 
     def _flush_itl(self) -> None:

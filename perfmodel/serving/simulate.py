@@ -147,9 +147,12 @@ def on_server(sc: Scenario) -> Scenario:
 
 
 def with_scheduler(sc: Scenario, *, max_num_seqs: int | None = None,
-                   max_num_batched_tokens: int | None = None) -> Scenario:
+                   max_num_batched_tokens: int | None = None,
+                   recv_interval_steps: int | None = None) -> Scenario:
     """The scenario with the engine's scheduler limits overridden (on every GPU size)."""
     upd = {}
+    if recv_interval_steps is not None:
+        upd.update(recv_interval_steps=recv_interval_steps)
     if max_num_seqs is not None:
         upd.update(max_num_seqs=max_num_seqs, small_gpu_max_num_seqs=max_num_seqs,
                    seqs_divided_by_pp=False)
@@ -188,7 +191,8 @@ def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
     pol = Policy(static=static, mixed=sched.mixed_prefill, chunked=sched.chunked_prefill,
                  max_seqs=int(max_seqs), token_budget=budget, total_blocks=kv.blocks,
                  block_tokens=kv.block_tokens, reserve_output=sched.kv_reserve_output,
-                 request_overhead_s=sc.engine.per_request_overhead_s)
+                 request_overhead_s=sc.engine.per_request_overhead_s,
+                 recv_interval_steps=sched.recv_interval_steps)
     reason, fits = f"KV pool {kv.tokens} tokens", True
     if wl.concurrency is not None:
         resident = min(wl.concurrency, wl.n_requests)

@@ -121,7 +121,8 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
 def _with_recipe(sc, recipe: Recipe):
     """The scenario with the token budget the row's deployment set (serving_recipe.py)."""
     from perfmodel.serving.simulate import on_server, with_scheduler   # noqa: PLC0415
-    return with_scheduler(on_server(sc), max_num_batched_tokens=recipe.max_num_batched_tokens)
+    return with_scheduler(on_server(sc), max_num_batched_tokens=recipe.max_num_batched_tokens,
+                          recv_interval_steps=recipe.recv_interval_steps)
 
 
 DISAGG_SIM_MAX_CONCURRENCY = 16384

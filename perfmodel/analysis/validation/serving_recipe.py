@@ -32,7 +32,16 @@ Families (first word of `source`):
   --random-range-ratio R --num-prompts ... --max-concurrency C --request-rate inf
   --ignore-eos --num-warmups 2C` with R = 0.8 in its recipes ("random_range_ratio: 0.8,
   sa-bench"), lengths uniform in [int(0.8 L), L] (the copy of vLLM's benchmark_serving.py it
-  ships). Engine flags vary per recipe and are not in the file: the presets' defaults stand.
+  ships). Engine flags vary per recipe and are not in the file: the presets' defaults stand,
+  but for one flag the Blackwell SGLang recipes share: `--scheduler-recv-interval 10` below
+  concurrency 16 and 30 from 16 ("Low latency (conc 4,8): recv interval 10; max throughput
+  (conc 16+): recv interval 30", the Qwen3.5-397B B200 SGLang script; the same rule in
+  benchmarks/dsr1_fp4_b200_docker.sh and dsr1_fp8_b200_docker.sh). SGLang's
+  SchedulerRecvSkipper (managers/scheduler_recv_skipper.py) then polls for new requests once
+  its counter reaches the interval, adding 1 per decode step and 1000 per prefill step, so a
+  request arriving during decodes waits for up to that many steps before its prefill. The
+  H200 SGLang script (dsr1_fp8_h200_slurm.sh) does not set it: H200 rows keep SGLang's
+  default 1. Assumption: the B300 scripts follow the B200 ones (none was found).
 Rows of any other source keep the plain recipe (fixed lengths, engine defaults).
 """
 
@@ -54,6 +63,11 @@ AIC_TRTLLM_TOKENS_PER_BLOCK = 32     # trtllm.rule default; max_num_tokens is a 
 # InferenceX recipes: "random_range_ratio: 0.8, sa-bench" (srt-slurm recipe READMEs);
 # benchmark_lib.sh passes it to benchmark_serving.py --random-range-ratio.
 INFERENCEMAX_RANGE_RATIO = 0.8
+# InferenceX Blackwell SGLang scripts: SCHEDULER_RECV_INTERVAL=30 if CONC >= 16 else 10.
+INFERENCEMAX_SGLANG_RECV_INTERVAL = 10
+INFERENCEMAX_SGLANG_RECV_INTERVAL_HIGH = 30
+INFERENCEMAX_SGLANG_RECV_HIGH_FROM = 16          # concurrency
+INFERENCEMAX_SGLANG_RECV_GPUS = ("b200", "b300")  # B300: assumed as B200 (docstring)
 
 Family = Literal["aic", "inferencemax", "other"]
 
@@ -68,11 +82,14 @@ class Recipe(BaseModel):
     max_num_batched_tokens: int | None = Field(
         default=None, gt=0, description="Token budget per step the deployment set "
         "(None: the engine preset's default).")
+    recv_interval_steps: int | None = Field(
+        default=None, ge=1, description="SGLang --scheduler-recv-interval the deployment set "
+        "(None: the engine preset's default).")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
         """What changes a prediction (rows sharing it and a configuration share a call)."""
-        return (self.range_ratio, self.max_num_batched_tokens)
+        return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps)
 
 
 def family(source: str) -> Family:
@@ -99,15 +116,32 @@ def _aic(engine: str, prompt: int) -> Recipe:
     return Recipe(family="aic", notes=(base, f"engine: {engine} preset defaults"))
 
 
-def recipe_for(source: str, engine: str, prompt: int) -> Recipe:
-    """The recipe of a row from its `source` cell, engine preset id and prompt length."""
+def _inferencemax_recv(engine: str, concurrency: int | None, gpu: str | None,
+                       disagg: bool) -> int | None:
+    """--scheduler-recv-interval of an aggregated Blackwell SGLang recipe, else None."""
+    if engine != "sglang" or disagg or concurrency is None or gpu not in INFERENCEMAX_SGLANG_RECV_GPUS:
+        return None
+    if concurrency >= INFERENCEMAX_SGLANG_RECV_HIGH_FROM:
+        return INFERENCEMAX_SGLANG_RECV_INTERVAL_HIGH
+    return INFERENCEMAX_SGLANG_RECV_INTERVAL
+
+
+def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None = None,
+               gpu: str | None = None, disagg: bool = False) -> Recipe:
+    """The recipe of a row from its `source` cell, engine preset id and prompt length (and,
+    for the flags that depend on them, its concurrency, GPU id and mode)."""
     fam = family(source)
     if fam == "aic":
         return _aic(engine, prompt)
     if fam == "inferencemax":
         r = INFERENCEMAX_RANGE_RATIO
-        return Recipe(family="inferencemax", range_ratio=r, notes=(
-            f"harness: InferenceMAX benchmark_serving.py closed loop, lengths uniform in "
-            f"[{r:g} x L, L] (--random-range-ratio {r:g}), 2 x C warm-up drained; engine "
-            "flags not in the file: preset defaults",))
+        notes = [f"harness: InferenceMAX benchmark_serving.py closed loop, lengths uniform in "
+                 f"[{r:g} x L, L] (--random-range-ratio {r:g}), 2 x C warm-up drained; engine "
+                 "flags not in the file: preset defaults"]
+        recv = _inferencemax_recv(engine, concurrency, gpu, disagg)
+        if recv is not None:
+            notes.append(f"engine: SGLang --scheduler-recv-interval {recv} (InferenceMAX "
+                         f"Blackwell SGLang scripts: 10 below C=16, 30 from it)")
+        return Recipe(family="inferencemax", range_ratio=r, recv_interval_steps=recv,
+                      notes=tuple(notes))
     return Recipe(notes=("harness not stated: closed loop, fixed lengths, engine defaults",))
