@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.serving import curve as serving
+from perfmodel import api
 from perfmodel.analysis import speculative
 from perfmodel.analysis.claims import (Attribution, Evaluation, Explanation, Inverse, Scenario, attribute,
                               evaluate, explain, fill, load_scenario, parse_claim, solve)
@@ -156,17 +156,36 @@ def test_speculative_settings_use_perfmodel_speculative():
     assert ev.value("ttft_s") == pytest.approx(value(BASE, "ttft_s"))
 
 
-def test_concurrency_uses_the_serving_model():
+def test_concurrency_uses_the_serving_simulation():
+    # issue 13: the claim checker's batching lever runs the step-level simulation (a closed
+    # loop of 10 x C requests), the same one `perfmodel serve` runs
     sc = revise(BASE, batch=None, concurrency=16)
     ev = evaluate(sc)
-    curve = serving.serve_curve("llama-3.1-8b", "h100-sxm", engine="vllm", prompt=512,
-                                output=128, concurrencies=[16])
-    (pt,) = curve.points
-    assert ev.value("tpot_s") == pytest.approx(pt.tpot_s, rel=1e-9)
-    assert ev.value("ttft_s") == pytest.approx(pt.ttft_s, rel=1e-9)
-    assert ev.value("output_tok_s_total") == pytest.approx(pt.output_tok_s_total, rel=1e-9)
+    rep = api.serve("llama-3.1-8b", "h100-sxm", engine="vllm", prompt_tokens=512,
+                    output_tokens=128, concurrencies=[16])
+    (pt,) = rep.points
+    assert ev.value("tpot_s") == pytest.approx(pt.tpot_mean_s, rel=1e-9)
+    assert ev.value("ttft_s") == pytest.approx(pt.ttft_mean_s, rel=1e-9)
+    assert ev.value("e2e_s") == pytest.approx(pt.e2e_mean_s, rel=1e-9)
+    # Little's law: 16 users, each with one request in the system at all times
+    assert ev.value("output_tok_s_total") == pytest.approx(16 * 128 / pt.e2e_mean_s, rel=1e-9)
+    assert any("simulated step by step" in a for a in ev.assumptions)
     static = evaluate(revise(sc, batching="static", longest_output_tokens=512))
     assert static.value("output_tok_s_total") < ev.value("output_tok_s_total")
+    assert any("maximum-entropy" in a for a in static.assumptions)
+
+
+def test_static_mixed_load_waits_for_the_longest_request():
+    # a static batch of 16 holds its slots until its longest output ends: with outputs of
+    # mean 100 drawn up to 400 (16 draws: the batch's longest is ~300+ steps, 3x the mean),
+    # mean E2E is more than twice continuous batching's, where a slot frees at its own end
+    sc = revise(BASE, batch=None, concurrency=16, batching="static", prompt_tokens=200,
+                output_tokens=100, longest_output_tokens=400)
+    ev = evaluate(sc)
+    cont = evaluate(revise(sc, batching="continuous"))
+    assert ev.value("e2e_s") > 2.0 * cont.value("e2e_s")
+    assert ev.value("output_tok_s_total") == pytest.approx(16 * 100 / ev.value("e2e_s"),
+                                                           rel=1e-9)
 
 
 def test_every_default_is_listed():

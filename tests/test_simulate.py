@@ -350,3 +350,44 @@ def test_hybrid_model_state_is_per_sequence_not_per_token():
     rep = api.serve("qwen3.5-397b-a17b", "b200", weights="fp8", kv="fp8", engine="sglang", tp=8,
                     prompt_tokens=1024, output_tokens=1024, concurrencies=[64])
     assert mem.fits and rep.points[0].fits, rep.points[0].reason
+
+
+@given(st.floats(1.0, 4000.0), st.integers(1, 4000), st.integers(1, 400))
+def test_mixed_lengths_keep_the_mean_and_the_range(mean, longest, n):
+    # the maximum-entropy spread on [1, longest] with a given mean: every draw in range,
+    # the sample mean within rounding (0.5) plus the quantile grid's error of the mean
+    from perfmodel.serving.workload import mixed_lengths
+    if mean > longest:
+        with pytest.raises(PerfModelError):
+            mixed_lengths(mean, longest, n)
+        return
+    x = mixed_lengths(mean, longest, n)
+    assert x.shape == (n,) and x.min() >= 1 and x.max() <= longest
+    assert np.all(x == np.rint(x))
+    if n >= 100:
+        assert abs(x.mean() - mean) <= 0.5 + 0.02 * longest
+
+
+def test_mixed_lengths_by_hand():
+    from perfmodel.serving.workload import mixed_lengths
+    # the midpoint mean gives the uniform spread: 1 + (i + 1/2)/4 x 399 = 50.9, 150.6, 250.4,
+    # 350.1 on [1, 400], rounded
+    assert sorted(mixed_lengths(200.5, 400, 4)) == [51.0, 151.0, 250.0, 350.0]
+    # mean 100 of at most 400 leans short: the median is below the mean (exponential-like)
+    x = mixed_lengths(100, 400, 1000)
+    assert np.median(x) < 90 and x.max() > 300
+
+
+def test_closed_loop_lengths_are_cycled_and_checked():
+    wl = ServeWorkload.make(arrival="closed", concurrency=2, prompt_tokens=150, output_tokens=20,
+                            num_requests=5, lengths=((100, 10), (200, 30)))
+    req = wl.requests()
+    assert req.prompt_tokens.tolist() == [100, 200, 100, 200, 100]
+    assert req.output_tokens.tolist() == [10, 30, 10, 30, 10]
+    assert (wl.longest_prompt, wl.longest_output) == (200, 30)
+    for bad in (dict(lengths=((0, 5),)), dict(lengths=(), ), dict(arrival="poisson", rate_rps=1.0)):
+        kw = dict(arrival="closed", concurrency=2, prompt_tokens=150, output_tokens=20,
+                  num_requests=5, lengths=((100, 10),))
+        kw.update(bad)
+        with pytest.raises(PerfModelError, match="lengths"):
+            ServeWorkload.make(**kw)

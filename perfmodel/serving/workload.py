@@ -64,6 +64,9 @@ class ServeWorkload(BaseModel):
     prefix_hit: float = Field(default=0.0, ge=0, lt=1, description="share of each prompt already cached")
     trace: tuple[tuple[float, int, int], ...] | None = Field(
         default=None, description="(arrival_s, prompt_tokens, output_tokens) rows")
+    lengths: tuple[tuple[int, int], ...] | None = Field(
+        default=None, description="closed loop, a mixed load: (prompt_tokens, output_tokens) "
+        "of each request, cycled over the run (see mixed_lengths)")
     seed: int = Field(default=0, ge=0, description="random lengths and arrivals")
 
     @model_validator(mode="after")
@@ -76,6 +79,12 @@ class ServeWorkload(BaseModel):
                     raise ValueError(f"trace row {i + 1}: arrival_s must be >= 0 and token counts "
                                      f"> 0, got ({a}, {p}, {o})")
             return self
+        if self.lengths is not None:
+            if self.arrival != "closed" or not self.lengths:
+                raise ValueError("lengths describe the requests of a closed loop: give at least "
+                                 "one (prompt, output) pair with a concurrency")
+            if any(p <= 0 or o <= 0 for p, o in self.lengths):
+                raise ValueError("lengths: token counts must be > 0")
         if self.prompt_tokens is None or self.output_tokens is None:
             raise ValueError("prompt_tokens and output_tokens are required")
         if self.arrival == "closed" and self.concurrency is None:
@@ -107,10 +116,14 @@ class ServeWorkload(BaseModel):
 
     @property
     def longest_prompt(self) -> int:
+        if self.lengths:
+            return max(p for p, _ in self.lengths)
         return max(p for _, p, _ in self.trace) if self.trace else int(self.prompt_tokens or 0)
 
     @property
     def longest_output(self) -> int:
+        if self.lengths:
+            return max(o for _, o in self.lengths)
         return max(o for _, _, o in self.trace) if self.trace else int(self.output_tokens or 0)
 
     def requests(self) -> Requests:
@@ -122,6 +135,9 @@ class ServeWorkload(BaseModel):
             order = np.argsort(rows[:, 0], kind="stable")
             rows = rows[order]
             send, prompt, output = rows[:, 0] - rows[0, 0], rows[:, 1], rows[:, 2]
+        elif self.lengths:
+            pairs = np.asarray(self.lengths, dtype=float)[np.arange(n) % len(self.lengths)]
+            send, prompt, output = None, pairs[:, 0], pairs[:, 1]
         else:
             prompt = _lengths(rng, int(self.prompt_tokens), self.range_ratio, n)
             output = _lengths(rng, int(self.output_tokens), self.range_ratio, n)
@@ -143,6 +159,47 @@ def _lengths(rng: np.random.Generator, length: int, ratio: float, n: int) -> np.
         return np.full(n, float(length))
     low = max(1, math.ceil(ratio * length))
     return rng.integers(low, length + 1, size=n).astype(float)
+
+
+def mixed_lengths(mean: float, longest: int, n: int, seed: int = 0) -> np.ndarray:
+    """n integer lengths in [1, longest] with the given mean, when only the mean and the
+    longest of a mixed load are known: the maximum-entropy distribution on that range with
+    that mean (a truncated exponential, density ~ exp(-x / s); uniform when the mean is the
+    midpoint), taken at the quantiles (i + 1/2) / n and shuffled with the seed."""
+    if not (1 <= mean <= longest) or n < 1:
+        raise PerfModelError(f"mixed lengths need 1 <= mean ({mean}) <= longest ({longest})")
+    lo, hi = 1.0, float(longest)
+    u = (np.arange(n) + 0.5) / n
+    if hi - lo < 1e-9 or abs(mean - (lo + hi) / 2) < 1e-9:
+        x = lo + u * (hi - lo)
+    else:                  # density ~ exp(-rate y) on [0, w], y = x - 1 (mirrored above the midpoint)
+        w, above = hi - lo, mean > (lo + hi) / 2
+        rate = _exp_rate(w - (mean - lo) if above else mean - lo, w)
+        y = -np.log1p(u * np.expm1(-rate * w)) / rate
+        x = hi - y if above else lo + y
+    out = np.clip(np.rint(x), 1, longest)
+    return np.random.default_rng(seed).permutation(out)
+
+
+def _exp_rate(m: float, w: float) -> float:
+    """Rate r of the exponential truncated to [0, w] whose mean is m (0 < m < w), by bisection
+    on mean(r) = 1/r - w / (e^(r w) - 1), which falls from w to 0 as r goes from -inf to inf."""
+    def mean(r: float) -> float:
+        if abs(r * w) < 1e-6:
+            return w / 2 - r * w * w / 12
+        if r * w > 700.0:                              # e^(r w) beyond float range: the tail is 0
+            return 1.0 / r
+        return 1.0 / r - w / math.expm1(r * w)
+
+    lo, hi = -1.0, 1.0
+    while mean(lo) < m:
+        lo *= 2.0
+    while mean(hi) > m:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean(mid) > m else (lo, mid)
+    return (lo + hi) / 2
 
 
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")

@@ -9,10 +9,12 @@ the growing context, E2E). On top of it, each scenario feature changes one piece
   gamma+1 tokens plus the drafter's passes, tokens per step from the acceptance); its
   speed-up at the mid-decode context P + O/2 divides the plain TPOT. TTFT is unchanged
   (the draft model's prefill is not modelled).
-- concurrency C: the steady state of perfmodel.serving.curve's batching physics (continuous
-  batching admits C/(O-1) prompts per decode step; static batching runs batches of C);
-  aggregate tok/s = C * O / (time a request holds its slot) by Little's law (a static
-  batch holds every slot until its longest request ends).
+- concurrency C: a closed-loop benchmark of `requests` (default 10 x C) simulated step by step under the
+  engine's scheduler (perfmodel.serving.simulate; mixed lengths from
+  serving.workload.mixed_lengths); TTFT, TPOT and E2E are the means over requests, and
+  aggregate tok/s = C * O / mean E2E by Little's law (each user always has one request in
+  the system; a static batch holds every slot until its longest request ends, so a user
+  whose request ends early waits for the next batch).
 - routing a share r of requests to a small model on the same GPUs: TTFT, E2E and TPOT are
   the request-weighted means (1-r)*big + r*small; per-user decode rate = 1 / mean TPOT;
   aggregate throughput is the time-weighted (harmonic) mixture
@@ -180,6 +182,7 @@ def _decode(f: Scenario, strict: bool) -> dict:
             tpot = tpot / speedup
     e2e = ttft + max(O - 1, 0) * tpot
     if served is not None:   # Little's law: C requests each hold a slot (static: a cycle)
+        e2e = served["e2e_s"] + max(O - 1, 0) * (tpot - plain_tpot)
         slot = served["slot_s"] + served["slot_steps"] * (tpot - plain_tpot)
         thr = B * O / slot
     else:                    # a batch of B requests runs start to finish
@@ -195,23 +198,42 @@ def _decode(f: Scenario, strict: bool) -> dict:
 
 
 def _serve(sc: predict.Scenario, f: Scenario, assumptions: list[str]) -> dict:
-    """Steady state at concurrency C under the engine's batching (perfmodel.serving.batching, the
-    physics of perfmodel.serving.curve): continuous batching admits C/(O-1) prompts per decode step
-    (mixed into it where the engine chunks prefill); static batching runs batches of C."""
-    from perfmodel.serving.batching import curve, limits
+    """A closed-loop benchmark at concurrency C, simulated step by step under the engine's
+    scheduler (perfmodel.serving.simulate: continuous batching admits prompts as slots free,
+    mixed into decode steps where the engine chunks prefill; static batching runs batches of
+    up to C that hold every slot until their longest request ends). A mixed load (a longest
+    length above the mean) draws its lengths from serving.workload.mixed_lengths."""
+    from perfmodel.serving.batching import limits
+    from perfmodel.serving.simulate import simulate_points
+    from perfmodel.serving.workload import DEFAULT_PROMPTS_PER_SLOT, ServeWorkload, mixed_lengths
 
     C, P, O = f.concurrency, f.prompt_tokens, f.output_tokens
+    lp, lo = f.longest_prompt_tokens or P, f.longest_output_tokens or O
     longest = dict(longest_prompt=f.longest_prompt_tokens, longest_output=f.longest_output_tokens)
     lim = limits(sc, P, O, **longest)
-    cv = curve(sc, [float(C)], P, O, lim, **longest)
-    how = ("static batching: a batch of C runs until it ends" if lim.static else
-           "continuous batching, prefill mixed into decode steps" if lim.mixed else
-           "continuous batching, separate prefill steps")
-    assumptions.append(f"{f.label}: concurrency {C} in steady state ({how}; perfmodel.serving.curve)")
-    held = (f.longest_output_tokens or O) if lim.static else O   # decode steps a slot holds
-    return dict(ttft_s=float(cv.ttft_s[0]), tpot_s=float(cv.tpot_s[0]),
-                slot_s=float(cv.slot_s[0]), slot_steps=max(held - 1, 0), fits=bool(cv.fits[0]),
-                limit=int(lim.limit), limited_by=lim.limited_by)
+    n = f.requests or DEFAULT_PROMPTS_PER_SLOT * C
+    lengths = None
+    if lp > P or lo > O:
+        lengths = tuple(zip(mixed_lengths(P, lp, n, seed=1).astype(int).tolist(),
+                            mixed_lengths(O, lo, n, seed=2).astype(int).tolist()))
+        assumptions.append(f"{f.label}: mixed lengths on [1, longest] with the stated means, "
+                           "the maximum-entropy (truncated exponential) spread "
+                           "(perfmodel.serving.workload.mixed_lengths)")
+    wl = ServeWorkload.make(arrival="closed", concurrency=C, prompt_tokens=P, output_tokens=O,
+                            num_requests=n, lengths=lengths)
+    (pt,) = simulate_points(sc, [wl])
+    if pt.ttft_mean_s is None or pt.tpot_mean_s is None or pt.e2e_mean_s is None:
+        raise PerfModelError(f"{f.label}: concurrency {C} cannot be served: {pt.reason}")
+    how = ("static batching: a batch of up to C runs until its longest request ends"
+           if lim.static else "continuous batching, prefill mixed into decode steps"
+           if lim.mixed else "continuous batching, separate prefill steps")
+    assumptions.append(f"{f.label}: concurrency {C}, a closed loop of {n} requests simulated "
+                       f"step by step ({how}; perfmodel.serving.simulate); means over requests")
+    held = lo if lim.static else O            # decode steps a slot holds
+    return dict(ttft_s=float(pt.ttft_mean_s), tpot_s=float(pt.tpot_mean_s),
+                e2e_s=float(pt.e2e_mean_s), slot_s=float(pt.e2e_mean_s),
+                slot_steps=max(held - 1, 0), fits=bool(pt.fits), limit=int(lim.limit),
+                limited_by=lim.limited_by)
 
 
 def _recompute_tpot(sc: predict.Scenario, B: int, P: int, O: int) -> tuple[float, str]:

@@ -27,8 +27,8 @@ ASSUMPTIONS = [
     "the prompt '请用三句话解释什么是 KV Cache。' with the chat template = 32 tokens; "
     "max_tokens 128 = 128 output tokens",
     "HF baseline: transformers generate, one request at a time (hf-eager, batch 1)",
-    "vLLM server: continuous batching and paged KV at concurrency 8 (80 requests in total; "
-    "the model reports the steady state)",
+    "vLLM server: continuous batching and paged KV at concurrency 8, 80 requests in total "
+    "(the closed loop the model simulates)",
     "'14x' is checked on every metric, since the source does not say which",
 ]
 HF = Scenario(name="HF transformers generate", model=MODEL, gpu="h100-sxm", weights="fp16",

@@ -49,8 +49,8 @@ METRICS: dict[str, tuple[str, bool, str]] = {
     "e2e_s": ("s", False, "request arrival to last token"),
     "output_tok_s_total": ("tok/s", True,
                            "aggregate output tokens per second of all users over whole requests "
-                           "(prefill included): B x O / E2E for a batch, the serving model's "
-                           "steady state under a concurrency"),
+                           "(prefill included): B x O / E2E for a batch, C x O / mean E2E of the "
+                           "simulated closed loop under a concurrency (Little's law)"),
     "usd_per_mtok": ("USD/Mtok", False,
                      "GPU price per hour x GPUs / (3600 x aggregate output tok/s) x 1e6"),
 }
@@ -143,8 +143,9 @@ class Scenario(Spec):
     batch: int | None = Field(default=None, ge=1, description="Sequences decoded together.")
     concurrency: int | None = Field(default=None, ge=1,
                                     description="Requests in flight under the engine's batching.")
-    requests: int | None = Field(default=None, ge=1, description="Requests in the test run "
-                                 "(informational: the model reports the steady state).")
+    requests: int | None = Field(default=None, ge=1, description="Requests in the test run: "
+                                 "the closed loop simulated at the concurrency (default 10 x "
+                                 "concurrency; informational for a batch).")
     prompt_tokens: int | None = Field(default=None, ge=1, description="Input tokens per request.")
     output_tokens: int | None = Field(default=None, ge=1, description="Output tokens per request.")
     longest_prompt_tokens: int | None = Field(
