@@ -46,7 +46,7 @@ def hf_generator(ctx, model, batch, prompt):
     return gen
 
 
-def hf_rounds(ctx, gens: dict, new: int, rounds: int, clocks) -> dict:
+def hf_rounds(gens: dict, new: int, rounds: int) -> dict:
     """Interleaved rounds over the configs (as bench_hostbound.measure_rounds): each round
     warms a config up with one generate(4) (discarded), then times generate(1) twice (median)
     and generate(new) once. Per round: prefill = t(1), decode = (t(new) - t(1)) / (new - 1).
@@ -133,7 +133,7 @@ def run_hf(ctx) -> dict:
     clocks = ClockSampler(ctx.cuda)
     try:
         with torch.inference_mode():
-            res = hf_rounds(ctx, gens, new, ctx.args.rounds, clocks)
+            res = hf_rounds(gens, new, ctx.args.rounds)
     except Exception as exc:
         res = {}
         skipped.append({"what": "hf_generate", "reason": f"{type(exc).__name__}: {exc}"[:300]})
