@@ -7,6 +7,7 @@ from perfmodel.core.catalog import load_model
 from perfmodel.core.catalog.hf_config import checkpoint_weights
 from perfmodel.core.efficiency import default_efficiency
 from perfmodel.core.engines import ENGINES
+from perfmodel.core.grouped_gemm import expert_depth_factor, grouped_gemm_efficiency
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.memory import weight_bytes_by_group
 from perfmodel.core.roofline import step_time
@@ -65,10 +66,12 @@ def test_each_kernel_runs_in_its_module_format():
     est = step_time(m, hw, Precision.of("bf16,experts=fp4"), eng, eff, 4096, 1, 0)
     ops = {o.name: o for o in est.ops}
     e, q = ops["experts"], ops["q_proj"]
-    # achieved FLOP/s = the module's peak x e_gemm(rows): q_proj sees 4096 rows; the experts
-    # 4096 x 4 routed rows over all 32 experts (every expert is touched) = 512 rows each
+    # achieved FLOP/s = the module's peak x its kernel's efficiency at its rows: q_proj sees
+    # 4096 rows (e_gemm); the experts 4096 x 4 routed rows over all 32 experts (every expert is
+    # touched) = 512 rows each, in the grouped kernel (core/grouped_gemm.py)
     assert q.flops / q.compute_s == pytest.approx(hw.peak_flops_per_s["bf16"] * eff.gemm(4096))
-    assert e.flops / e.compute_s == pytest.approx(hw.peak_flops_per_s["fp4"] * eff.gemm(512),
+    grouped = grouped_gemm_efficiency(eff, 512, 4) / expert_depth_factor(m, Deployment())
+    assert e.flops / e.compute_s == pytest.approx(hw.peak_flops_per_s["fp4"] * grouped,
                                                   rel=1e-6)
     assert est.compute_dtype == "bf16"
 

@@ -315,16 +315,25 @@ def _linear_attention(m: ModelSpec, p: Precision, B, T) -> list[Op]:
                rows=B * T)]
 
 
+INDEXER_KERNELS = 11.0
+"""Kernels per layer of the DSA indexer besides its three projections (DeepSeek-V3.2-Exp
+inference/model.py, Indexer.forward): rotary, Hadamard rotation and fp8 quantization of q and
+of k (6), the k LayerNorm, the index-key cache store, the head-weight scaling, the fp8 logits
+(fp8_index) and the top-k selection."""
+
+
 def _indexer(m: ModelSpec, p: Precision, B, T, S, n_layers: int) -> Op:
     """DSA lightning indexer: every query scores all S+i+1 visible tokens with index_n_heads
-    heads of index_head_dim (2*heads*dim FLOPs per pair) and reads every cached index key."""
+    heads of index_head_dim (2*heads*dim FLOPs per pair) and reads every cached index key;
+    INDEXER_KERNELS kernels per layer."""
     sa = m.sparse_attention
     pairs = T * S + T * (T + 1) / 2
     key_bytes = sa.index_head_dim * p.kv.bytes_per_element
     return Op("indexer", "attention",
               OpCost(flops=B * pairs * 2.0 * sa.index_n_heads * sa.index_head_dim * n_layers,
                      act_bytes=B * T * sa.index_n_heads * sa.index_head_dim * ACT_BYTES * n_layers,
-                     kv_read_bytes=B * (S + T) * key_bytes * n_layers, kernels=2.0 * n_layers),
+                     kv_read_bytes=B * (S + T) * key_bytes * n_layers,
+                     kernels=INDEXER_KERNELS * n_layers),
               rows=B * T)
 
 

@@ -27,6 +27,7 @@ from functools import lru_cache
 import numpy as np
 
 from perfmodel.core.errors import PerfModelError
+from perfmodel.core.grouped_gemm import expert_depth_factor, grouped_gemm_efficiency
 from perfmodel.core.ops import FloatArray, Op, OpCost, ops, total
 from perfmodel.core.parallel import comm_times, rank_ops
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
@@ -127,6 +128,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     # weight-only formats, and fp8/fp4 weights on a fallback path, are dequantized in-kernel
     dequant = p.weights.bits < DTYPE_BITS.get(dtype, 16)
     kscale = _kernel_scale(m, engine, attention or engine.attention)
+    expert_depth = expert_depth_factor(m, dep)     # thin expert shards: core/grouped_gemm.py
 
     times: list[OpTime] = []
     gpu = 0.0
@@ -140,8 +142,11 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         kernels = kernels + k
         if op.kind == "gemm":
             op_dtype, op_dequant = per_module.get(op.group, (dtype, dequant))
+            experts = op.name == "experts" and m.moe is not None
             compute = _gemm_compute_s(op, hw.peak_flops_per_s[op_dtype], vector_peak, eff,
-                                      engine, op.quantized and op_dequant)
+                                      engine, op.quantized and op_dequant,
+                                      depth=expert_depth if experts else 1.0,
+                                      top_k=m.moe.experts_per_token if experts else 0)
             wbytes = c.weight_bytes / (engine.quant_kernel_efficiency if op.quantized else 1.0)
             memory = (wbytes + c.act_bytes) / bw
             at_peak = at_peak + c.flops / max(hw.peak_flops_per_s[op_dtype], vector_peak)
@@ -203,11 +208,14 @@ def _module_dtypes(hw: HardwareSpec, p: Precision, engine: EngineProfile,
 
 
 def _gemm_compute_s(op: Op, peak: float, vector_peak: float, eff: Efficiency,
-                    engine: EngineProfile, dequant: bool):
+                    engine: EngineProfile, dequant: bool, depth: float = 1.0, top_k: int = 0):
     """Compute time of a matmul op: the faster of the tiled GEMM and the GEMV path
-    (module docstring). `dequant`: weights narrower than the compute dtype."""
+    (module docstring). `dequant`: weights narrower than the compute dtype; `depth`: the
+    tiled path's time multiplier from shallow reductions; `top_k` > 0: a grouped expert GEMM,
+    whose rows are padded per expert to whole tiles (both in core/grouped_gemm.py)."""
     rows = np.maximum(op.rows, 1.0)
-    mma = op.cost.flops / (peak * eff.gemm(rows))              # matrix units, padded tiles
+    e = grouped_gemm_efficiency(eff, rows, top_k) if top_k else eff.gemm(rows)
+    mma = op.cost.flops * depth / (peak * e)                   # matrix units, padded tiles
     per_weight = engine.dequant_flops_per_weight if dequant else 0.0
     tiled = mma
     if dequant:
