@@ -31,87 +31,15 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.serving.decode_epoch import decode_epoch
+from perfmodel.serving.sim_state import (DECODE_PROBE_STEPS, Policy, Stalled, StepBudget, Trace,
+                                          poll_steps, steps_since_poll)
 from perfmodel.serving.stepcost import StepCost
 from perfmodel.serving.workload import Requests
-
-
-@dataclass(frozen=True)
-class Policy:
-    """The scheduler parameters one run needs (from SchedulerSpec.limits and the memory model)."""
-
-    static: bool
-    mixed: bool
-    chunked: bool
-    max_seqs: int
-    token_budget: int | None
-    total_blocks: int
-    block_tokens: int
-    reserve_output: bool
-    request_overhead_s: float
-    # SGLang --scheduler-recv-interval (SchedulerRecvSkipper): a busy engine takes new requests
-    # in only every n-th decode step and after a prefill step; 1: every iteration (the default)
-    recv_interval_steps: int = 1
-
-
-@dataclass
-class Trace:
-    """What happened: per request times, pooled inter-token gaps, per segment timeline."""
-
-    first_s: np.ndarray
-    finish_s: np.ndarray
-    send_s: np.ndarray
-    preemptions: int = 0
-    itl_values: list = field(default_factory=list)
-    itl_weights: list = field(default_factory=list)
-    # timeline segments: start, duration, steps, decode rows, prompt tokens, waiting, KV blocks
-    segments: list = field(default_factory=list)
-    max_running: int = 0
-
-
-MAX_SIM_STEPS = 80_000
-"""Scheduler iterations (steps or decode-only runs) one `perfmodel serve` call may simulate,
-over all its levels: about 20 us each in a decode epoch, 40 us in the general loop, so a
-call stays within a few seconds of CPU. A run that needs more stops with a PerfModelError
-naming this cap (fewer requests or levels, a larger token budget)."""
-
-
-class Stalled(PerfModelError):
-    """No request can be scheduled: the level does not fit (reported as fits=False)."""
-
-
-MAX_PRICED_DECODE_STEPS = 20_000_000
-"""Decode steps one call may price (each a float of pooled inter-token gaps, a few ns to
-price and 8 bytes kept): bounds long outputs x many requests. Over it: a PerfModelError."""
-
-DECODE_PROBE_STEPS = 256   # a decode run is priced in doubling pieces from this many steps
-
-
-class StepBudget:
-    """Scheduler iterations and priced decode steps left to one call (shared by its levels)."""
-
-    def __init__(self, steps: int = MAX_SIM_STEPS, decode_steps: int = MAX_PRICED_DECODE_STEPS):
-        self.cap = self.left = int(steps)
-        self.decode_cap = self.decode_left = int(decode_steps)
-
-    def spend(self) -> None:
-        self.left -= 1
-        if self.left < 0:
-            raise PerfModelError(f"the serving simulation needs more than {self.cap} scheduler "
-                                 "steps (the cap per call): lower num_requests or the levels, or "
-                                 "raise max_num_batched_tokens")
-
-    def spend_decode(self, k: int) -> None:
-        self.decode_left -= int(k)
-        if self.decode_left < 0:
-            raise PerfModelError(f"the serving simulation needs more than {self.decode_cap} decode "
-                                 "steps (the cap per call): lower num_requests, output_tokens "
-                                 "or the levels")
 
 
 class _Sim:
@@ -327,20 +255,14 @@ class _Sim:
             kk = min(2 * kk, k)
         k = kk
         n = self.pol.recv_interval_steps
-        if self.pending:
-            s = int(np.searchsorted(ends, self.pending[0][0])) + 1
-            if n > 1:   # the arrival is seen at the first poll after it: every n steps
-                first = max(n - self.recv_ct, 1)
-                s = first + -(-max(s - first, 0) // n) * n
-                if s > kk and kk < k:
-                    kk = min(k, s)
-                    self.budget.spend_decode(kk)
-                    dur = self.cost.decode_run_s(d, ctx0, kk)
-                    ends = self.t + np.cumsum(dur)
+        if self.pending:   # the arrival is taken in at the first poll after it
+            s = poll_steps(n, self.recv_ct, int(np.searchsorted(ends, self.pending[0][0])) + 1)
+            if s > kk and kk < k:
+                kk = min(k, s)
+                self.budget.spend_decode(kk)
+                ends = self.t + np.cumsum(dur := self.cost.decode_run_s(d, ctx0, kk))
             k = min(kk, s)
-        if n > 1:
-            ct = self.recv_ct + k
-            self.recv_ct = n if ct % n == 0 else ct % n
+        self.recv_ct = steps_since_poll(n, self.recv_ct, k)
         self._record(d, 0, k, float(ends[k - 1] - self.t))
         self.tr.itl_values.append(dur[:k])
         self.tr.itl_weights.append(d)
@@ -393,8 +315,8 @@ class _Sim:
             new = firsts[np.isnan(self.tr.first_s[firsts])]
             self.tr.first_s[new] = self.t
             dec = np.concatenate([dec, firsts])
-        if self.pol.recv_interval_steps > 1:   # after a prefill step SGLang polls at once
-            self.recv_ct = self.pol.recv_interval_steps if idx.size else self.recv_ct + 1
+        n = self.pol.recv_interval_steps   # after a prefill step SGLang polls at once
+        self.recv_ct = n if idx.size else steps_since_poll(n, self.recv_ct, 1)
         self._retire(dec)
 
     def _flush_itl(self) -> None:
