@@ -56,6 +56,22 @@ LLAMA_CPP_N_CTX = 4096
 _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_TOKENS,
                      dequant_overlap=False)
 
+# Host work per running sequence per step (scheduler bookkeeping, block tables and input
+# preparation, sampled-token output processing and streaming), issue 13. vLLM V1 measured:
+# vllm-project/vllm#10634 (after the V1 AsyncLLM PR #9826): Llama-2-7B, batch 256, ShareGPT:
+# 5-6 ms between two decode steps, spent in the Python scheduler/IPC under the GIL:
+# (5.5 ms - the 0.6 ms fixed step overhead) / 256 sequences = 19 us per sequence, ~20 us.
+# (A single loop of it, Scheduler.update_from_output, is 0.29 ms at batch 256 alone:
+# vllm#46112.) Assumption: SGLang's and TensorRT-LLM's PyExecutor schedulers, Python loops
+# over per-request objects of the same design, cost the same per sequence; no measurement
+# of theirs was found. All three run it beside the GPU step (vLLM async scheduling, default
+# since vllm#27614, design in vllm#19970; SGLang v0.4 zero-overhead batch scheduler, LMSYS
+# blog 2024-12-04; TensorRT-LLM overlap scheduler, on by default, docs
+# features/overlap-scheduler), so it costs only where it exceeds the GPU step:
+# step = max(GPU, issue + sequences x PYTHON_SCHEDULER_PER_SEQ_S) + fixed overhead.
+PYTHON_SCHEDULER_PER_SEQ_S = 20e-6
+_HOST_OVERLAP = dict(host_per_seq_s=PYTHON_SCHEDULER_PER_SEQ_S, host_overlap=True)
+
 # Scheduler defaults as each engine ships them:
 # - vLLM V1 `EngineArgs.get_batch_defaults` (vllm/engine/arg_utils.py): `vllm serve` on a
 #   GPU with >= 70 GiB that is not an A100 gets max_num_seqs=1024, max_num_batched_tokens=8192;
@@ -153,14 +169,14 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         cpu_overhead_per_step_s=0.6e-3, per_request_overhead_s=10e-3,
         attention="paged", batching="continuous", kv_memory_fraction=0.90, kv_block_tokens=16,
         kv_prealloc="request", quant_kernel_efficiency=0.85, fused_elementwise=True,
-        source="vLLM docs (gpu_memory_utilization=0.9, block_size=16); vLLM V1 blog 2025", scheduler=VLLM_SCHEDULER, **_COMMON),
+        source="vLLM docs (gpu_memory_utilization=0.9, block_size=16); vLLM V1 blog 2025", scheduler=VLLM_SCHEDULER, **_COMMON, **_HOST_OVERLAP),
     EngineProfile(
         id="sglang", name="SGLang (radix cache, CUDA graphs)",
         kernels_per_layer=12, launch_s=0.0, graph_launch_s=40e-6,
         cpu_overhead_per_step_s=0.4e-3, per_request_overhead_s=8e-3,
         attention="paged", batching="continuous", kv_memory_fraction=0.88, kv_block_tokens=1,
         kv_prealloc="request", quant_kernel_efficiency=0.85, fused_elementwise=True,
-        source="SGLang docs (mem_fraction_static, page_size=1); SGLang v0.4 blog", scheduler=SGLANG_SCHEDULER, **_COMMON),
+        source="SGLang docs (mem_fraction_static, page_size=1); SGLang v0.4 blog", scheduler=SGLANG_SCHEDULER, **_COMMON, **_HOST_OVERLAP),
     EngineProfile(
         id="trtllm", name="TensorRT-LLM (in-flight batching, paged KV)",
         kernels_per_layer=8, launch_s=0.0, graph_launch_s=30e-6,
@@ -169,7 +185,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         kv_block_tokens=64,
         kv_prealloc="request", quant_kernel_efficiency=0.9, fused_elementwise=True,
         source="TensorRT-LLM perf-overview and kv-cache docs (fraction 0.9, tokens_per_block 64)",
-        scheduler=TRTLLM_SCHEDULER, server_scheduler=TRTLLM_SERVER_SCHEDULER, **_COMMON),
+        scheduler=TRTLLM_SCHEDULER, server_scheduler=TRTLLM_SERVER_SCHEDULER, **_COMMON, **_HOST_OVERLAP),
     EngineProfile(
         id="llama-cpp", name="llama.cpp server (GGUF, CUDA graphs)",
         kernels_per_layer=15, launch_s=0.0, graph_launch_s=50e-6,

@@ -2,9 +2,11 @@
 
 Per op (DESIGN.md):  t = max(flops / (peak[dtype] * e_gemm(M)), bytes / (bw * e_mem))
                          + kernels * kernel_s
-Per step: the GPU works through the ops while the CPU issues their kernels; the slower of
-the two sets the pace, then the engine's per-step CPU overhead is added:
-    step = max(sum(t_op) + t_comm, kernels * launch_s + graph_launch_s) + cpu_overhead
+Per step: the GPU works through the ops while the CPU issues their kernels and does its
+per-sequence work (host = B * host_per_seq_s); the slower of the two sets the pace, then the
+engine's per-step CPU overhead is added (host_step_s):
+    step = max(sum(t_op) + t_comm, kernels * launch_s + graph_launch_s + host) + cpu_overhead
+(an engine without overlap scheduling adds host after the max instead).
 Everything broadcasts over numpy arrays of B, T, S.
 
 A matmul runs on the faster of two kernel paths (_gemm_compute_s):
@@ -76,6 +78,8 @@ class StepEstimate:
     their dtype's peak and the vector peak; attention: the 16-bit peak; elementwise: the fp32
     peak). MFU is this over the step time: each op's time is at least its term, so MFU <= 1
     whatever the dtypes."""
+    host_s: FloatArray = 0.0
+    """Per-sequence host work of the step (included in cpu_s): sequences x host_per_seq_s."""
 
 
 def resolve_compute(hw: HardwareSpec, p: Precision, engine: EngineProfile) -> tuple[str, list[str]]:
@@ -184,12 +188,25 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         kernels = kernels + extra
         gpu = gpu + extra * eff.kernel_s
     cpu = kernels * engine.launch_s + engine.graph_launch_s
-    step = np.maximum(gpu, cpu) + engine.cpu_overhead_per_step_s
+    host = np.asarray(B, dtype=float) * engine.host_per_seq_s     # B running sequences
+    step = host_step_s(engine, gpu, cpu, host)
     work = total(op_list)
-    bound = _bound(compute_sum, memory_sum, comm_sum, cpu, gpu)
-    return StepEstimate(time_s=step, gpu_s=gpu, cpu_s=cpu + engine.cpu_overhead_per_step_s,
+    bound = _bound(compute_sum, memory_sum, comm_sum, cpu + host, gpu)
+    return StepEstimate(time_s=step, gpu_s=gpu,
+                        cpu_s=cpu + host + engine.cpu_overhead_per_step_s, host_s=host,
                         flops=work.flops, bytes=moved_sum, compute_dtype=dtype, bound=bound,
                         ops=times, warnings=warnings, flops_at_peak_s=at_peak)
+
+
+def host_step_s(engine: EngineProfile, gpu, issue, host):
+    """Step time from the GPU work, the kernel issue time and the per-sequence host work
+    (`host` = running sequences x engine.host_per_seq_s): an engine that prepares step n+1
+    and processes step n-1's tokens while the GPU runs step n (host_overlap) pays
+    max(GPU, issue + host); one that does it between steps pays max(GPU, issue) + host.
+    The engine's fixed per-step overhead is added in both cases."""
+    if engine.host_overlap:
+        return np.maximum(gpu, issue + host) + engine.cpu_overhead_per_step_s
+    return np.maximum(gpu, issue) + host + engine.cpu_overhead_per_step_s
 
 
 def _module_dtypes(hw: HardwareSpec, p: Precision, engine: EngineProfile,

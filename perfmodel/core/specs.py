@@ -230,6 +230,13 @@ class EngineProfile(Spec):
         ge=0, description="Scheduler/sampling/Python time per decode step not hidden behind the GPU.")
     per_request_overhead_s: float = Field(
         ge=0, description="Added to TTFT: tokenization, scheduling, first-step set-up.")
+    host_per_seq_s: float = Field(
+        default=0.0, ge=0, description="Host time per running sequence per step: scheduler "
+        "bookkeeping, input preparation, output processing of its new token (engines.py).")
+    host_overlap: bool = Field(
+        default=True, description="The per-sequence host work runs while the GPU computes the "
+        "next step (vLLM async scheduling, SGLang overlap scheduler, TRT-LLM overlap "
+        "scheduler): step = max(GPU, issue + host); False: in series, added to the step.")
     attention: Literal["naive", "flash", "paged"] = Field(description="Attention kernel kind.")
     batching: Literal["static", "continuous"] = Field(description="Batching policy.")
     kv_memory_fraction: float = Field(

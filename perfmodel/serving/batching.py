@@ -60,7 +60,7 @@ from perfmodel.core.memory import (MAX_BATCH_SEARCH, reserve_bytes, usable_bytes
                               activation_bytes, kv_cache_bytes, weight_bytes_by_group)
 from perfmodel.core.parallel import p2p_s
 from perfmodel.core.predict import Scenario
-from perfmodel.core.roofline import step_time
+from perfmodel.core.roofline import host_step_s, step_time
 
 GRID_STEP = 2 ** 0.5       # concurrency grid: 1, 1.4, 2, 2.8, ... (rounded) and the limit
 
@@ -197,6 +197,7 @@ class _Steps:
     gpu_s: np.ndarray
     cpu_s: np.ndarray
     attn_s: np.ndarray
+    host_s: np.ndarray       # per-sequence host work (part of cpu_s)
 
 
 def _steps(scs: list[Scenario], queries: list[tuple]) -> list[_Steps]:
@@ -220,6 +221,7 @@ def _steps(scs: list[Scenario], queries: list[tuple]) -> list[_Steps]:
     time = np.broadcast_to(np.asarray(est.time_s, dtype=float), shape)
     gpu = np.broadcast_to(np.asarray(est.gpu_s, dtype=float), shape)
     cpu = np.broadcast_to(np.asarray(est.cpu_s, dtype=float), shape)
+    host = np.broadcast_to(np.asarray(est.host_s, dtype=float), shape)
     attn = np.zeros(shape)
     for op in est.ops:
         if op.kind == "attention":
@@ -229,7 +231,7 @@ def _steps(scs: list[Scenario], queries: list[tuple]) -> list[_Steps]:
         sl = slice(start, start + n)
         start += n
         hop = p2p_s(sc.hw, sc.eff, sc.dep, bm * T, sc.model) if sc.dep.pp > 1 else 0.0
-        out.append(_Steps(time[sl] + hop, gpu[sl] + hop, cpu[sl], attn[sl]))
+        out.append(_Steps(time[sl] + hop, gpu[sl] + hop, cpu[sl], attn[sl], host[sl]))
     return out
 
 
@@ -318,7 +320,9 @@ def _assemble(sc: Scenario, C, P, O, lim: Limits, st: _Steps, Pm, Om, weights) -
             mixed_gpu = (st.gpu_s[2 * n:3 * n] - a[2 * n:3 * n]  # linear layers, C + g*P rows
                          + a[:n]                                 # decode attention, C sequences
                          + a[n:2 * n])                           # the g prompts' attention
-            mixed = np.maximum(mixed_gpu, st.cpu_s[2 * n:3 * n] - cpu_overhead) + cpu_overhead
+            host = st.host_s[2 * n:3 * n]
+            mixed = host_step_s(sc.engine, mixed_gpu, st.cpu_s[2 * n:3 * n] - cpu_overhead - host,
+                                host)
             tpot = (1.0 - k / g) * dec + (k / g) * mixed
             chunks = np.ceil(P / lim.token_budget) if lim.token_budget else 1.0
             prefill = chunks * dec + t[-1]

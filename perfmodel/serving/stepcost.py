@@ -8,8 +8,9 @@ A serving step carries d decode rows (one new token each, contexts s_i) and prom
   (B=1, T=c_j, S=s0_j); one varlen kernel per layer runs them all (vLLM V1 unified
   attention, FlashInfer), so the per-kernel fixed time is paid once;
 - head: final norm, lm_head and sampling over the n logit rows (decodes + finishing chunks).
-Step time = max(body + attention + head [+ stage hand-offs], CPU issue time) + the engine's
-CPU overhead per step, exactly the per-step rule of core/roofline.step_time. All pieces come
+Step time = max(body + attention + head [+ stage hand-offs], CPU issue time + host work of the
+step's sequences) + the engine's CPU overhead per step, exactly the per-step rule of
+core/roofline.step_time (host_step_s; in series for an engine without overlap scheduling). All pieces come
 from ONE batched core.roofline.step_time call on grids; a step is then priced by linear
 interpolation. For a plain decode or prefill step the split is an identity (tested against
 core.predict.step).
@@ -29,7 +30,7 @@ import numpy as np
 
 from perfmodel.core.parallel import p2p_s
 from perfmodel.core.predict import Scenario
-from perfmodel.core.roofline import step_time
+from perfmodel.core.roofline import host_step_s, step_time
 
 HEAD_OPS = ("final_norm", "lm_head", "sampling")
 ROW_POINTS = 72          # geometric grid of token rows (interpolation error well under 1%)
@@ -60,6 +61,7 @@ class StepCost:
     cpu_s: float                # CPU issue time (kernels x launch + graph launch)
     overhead_s: float           # engine CPU overhead per step
     pp: int
+    engine: object              # EngineProfile: host work per running sequence (host_step_s)
     hop: tuple                  # (pp - 1) hand-off: (seconds per row, fixed seconds)
 
     def body(self, M):
@@ -94,7 +96,7 @@ class StepCost:
         if each:
             gpu += max(sum(each) / m, max(each))     # the heaviest micro-batch, as for M
         gpu += self.hop[0] * M + self.hop[1]
-        return max(gpu, self.cpu_s) + self.overhead_s
+        return float(host_step_s(self.engine, gpu, self.cpu_s, seqs * self.engine.host_per_seq_s))
 
     def __post_init__(self):
         # python-list copies for the scalar path (bisect on lists beats numpy on scalars)
@@ -114,7 +116,7 @@ class StepCost:
         const = (_interp1(self._rows, self._body, d / m) + _interp1(self._rows, self._head, d / m)
                  + self.attn_fixed_s + self.hop[0] * d / m + self.hop[1])
         gpu = const + np.interp(ctx, self.dec_ctx, row)
-        return np.maximum(gpu, self.cpu_s) + self.overhead_s
+        return host_step_s(self.engine, gpu, self.cpu_s, d * self.engine.host_per_seq_s)
 
 
 def _cell(grid: list, x: float) -> tuple[int, float]:
@@ -192,7 +194,8 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
         else:
             body = body + t
     a, b = rows.size, 2 * rows.size
-    cpu = float(np.max(np.asarray(est.cpu_s, dtype=float))) - sc.engine.cpu_overhead_per_step_s
+    issue = np.asarray(est.cpu_s, dtype=float) - np.asarray(est.host_s, dtype=float)
+    cpu = float(np.max(issue)) - sc.engine.cpu_overhead_per_step_s
     if sc.dep.pp > 1:
         per_row = float(p2p_s(sc.hw, sc.eff, sc.dep, 1.0, sc.model) - p2p_s(sc.hw, sc.eff, sc.dep, 0.0, sc.model))
         hop = (per_row, float(p2p_s(sc.hw, sc.eff, sc.dep, 0.0, sc.model)))
@@ -202,4 +205,4 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
         rows=rows, body_s=body[:a], head_s=head[a:b], dec_rows=d, dec_ctx=dctx,
         dec_attn_s=attn[b:b + D.size].reshape(D.shape), chunk=c, chunk_ctx=cctx,
         chunk_attn_s=attn[b + D.size:].reshape(C.shape), attn_fixed_s=fixed, cpu_s=cpu,
-        overhead_s=sc.engine.cpu_overhead_per_step_s, pp=sc.dep.pp, hop=hop)
+        overhead_s=sc.engine.cpu_overhead_per_step_s, pp=sc.dep.pp, hop=hop, engine=sc.engine)
