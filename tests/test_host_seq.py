@@ -87,3 +87,14 @@ def test_one_sequence_changes_by_at_most_one_host_cost(s, engine, overlap):
     with_host, _ = _step(replace(SC, engine=e), 1.0, s)
     without, _ = _step(replace(SC, engine=e.model_copy(update={"host_per_seq_s": 0.0})), 1.0, s)
     assert 0.0 <= with_host - without <= e.host_per_seq_s * (1 + 1e-9)
+
+
+def test_attention_dp_ranks_each_schedule_their_share():
+    # dp=2: each rank's own scheduler handles 128 of the 256 sequences, in parallel
+    dp2 = replace(SC, dep=SC.dep.model_copy(update={"dp": 2}))
+    on, _ = _step(replace(dp2, engine=dp2.engine.model_copy(update={"host_overlap": False})), 256.0)
+    off, _ = _step(replace(dp2, engine=dp2.engine.model_copy(update={"host_per_seq_s": 0.0})), 256.0)
+    assert on - off == pytest.approx(128 * 20e-6, rel=1e-9)      # 2.56 ms
+    sc = replace(dp2, engine=dp2.engine.model_copy(update={"host_overlap": False}))
+    cost = stepcost.build(sc, max_rows=512, max_seqs=256, max_chunk=512, max_context=2048)
+    assert cost.step_s(256, 256 * 1000.0) == pytest.approx(_step(sc, 256.0)[0], rel=0.01)

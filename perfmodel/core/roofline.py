@@ -188,7 +188,9 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         kernels = kernels + extra
         gpu = gpu + extra * eff.kernel_s
     cpu = kernels * engine.launch_s + engine.graph_launch_s
-    host = np.asarray(B, dtype=float) * engine.host_per_seq_s     # B running sequences
+    # B running sequences; with attention DP each of the dp ranks schedules its B/dp
+    # sequences in its own process (SGLang/TRT-LLM attention DP, vLLM DP engine cores)
+    host = np.asarray(B, dtype=float) / dep.dp * engine.host_per_seq_s
     step = host_step_s(engine, gpu, cpu, host)
     work = total(op_list)
     bound = _bound(compute_sum, memory_sum, comm_sum, cpu + host, gpu)

@@ -61,7 +61,8 @@ class StepCost:
     cpu_s: float                # CPU issue time (kernels x launch + graph launch)
     overhead_s: float           # engine CPU overhead per step
     pp: int
-    engine: object              # EngineProfile: host work per running sequence (host_step_s)
+    engine: object              # EngineProfile: overlap rule of the host work (host_step_s)
+    host_seq_s: float           # host work per running sequence (per dp rank's scheduler)
     hop: tuple                  # (pp - 1) hand-off: (seconds per row, fixed seconds)
 
     def body(self, M):
@@ -96,7 +97,7 @@ class StepCost:
         if each:
             gpu += max(sum(each) / m, max(each))     # the heaviest micro-batch, as for M
         gpu += self.hop[0] * M + self.hop[1]
-        return float(host_step_s(self.engine, gpu, self.cpu_s, seqs * self.engine.host_per_seq_s))
+        return float(host_step_s(self.engine, gpu, self.cpu_s, seqs * self.host_seq_s))
 
     def __post_init__(self):
         # python-list copies for the scalar path (bisect on lists beats numpy on scalars)
@@ -116,7 +117,7 @@ class StepCost:
         const = (_interp1(self._rows, self._body, d / m) + _interp1(self._rows, self._head, d / m)
                  + self.attn_fixed_s + self.hop[0] * d / m + self.hop[1])
         gpu = const + np.interp(ctx, self.dec_ctx, row)
-        return host_step_s(self.engine, gpu, self.cpu_s, d * self.engine.host_per_seq_s)
+        return host_step_s(self.engine, gpu, self.cpu_s, d * self.host_seq_s)
 
 
 def _cell(grid: list, x: float) -> tuple[int, float]:
@@ -205,4 +206,5 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
         rows=rows, body_s=body[:a], head_s=head[a:b], dec_rows=d, dec_ctx=dctx,
         dec_attn_s=attn[b:b + D.size].reshape(D.shape), chunk=c, chunk_ctx=cctx,
         chunk_attn_s=attn[b + D.size:].reshape(C.shape), attn_fixed_s=fixed, cpu_s=cpu,
-        overhead_s=sc.engine.cpu_overhead_per_step_s, pp=sc.dep.pp, hop=hop, engine=sc.engine)
+        overhead_s=sc.engine.cpu_overhead_per_step_s, pp=sc.dep.pp, hop=hop, engine=sc.engine,
+        host_seq_s=sc.engine.host_per_seq_s / sc.dep.dp)
