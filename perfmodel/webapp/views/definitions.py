@@ -32,6 +32,8 @@ def engines_table() -> dict[str, list]:
         "graph replay (us / step)": [e.graph_launch_s / US for e in rows],
         "CPU overhead (ms / step)": [e.cpu_overhead_per_step_s / MS for e in rows],
         "per request (ms)": [e.per_request_overhead_s / MS for e in rows],
+        "host per sequence (us / step)": [e.host_per_seq_s / US for e in rows],
+        "host work overlapped": [e.host_overlap for e in rows],
         "attention": [e.attention for e in rows], "batching": [e.batching for e in rows],
         "KV memory fraction": [e.kv_memory_fraction for e in rows],
         "KV block (tokens)": [e.kv_block_tokens for e in rows],
