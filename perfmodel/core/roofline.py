@@ -205,10 +205,13 @@ def host_step_s(engine: EngineProfile, gpu, issue, host):
     (`host` = running sequences x engine.host_per_seq_s): an engine that prepares step n+1
     and processes step n-1's tokens while the GPU runs step n (host_overlap) pays
     max(GPU, issue + host); one that does it between steps pays max(GPU, issue) + host.
-    The engine's fixed per-step overhead is added in both cases."""
+    The engine's fixed per-step overhead is added in both cases. Python floats take the
+    builtin max (the serving simulator prices every step through here)."""
+    scalar = type(gpu) is float and type(issue) is float and type(host) is float
+    big = max if scalar else np.maximum
     if engine.host_overlap:
-        return np.maximum(gpu, issue + host) + engine.cpu_overhead_per_step_s
-    return np.maximum(gpu, issue) + host + engine.cpu_overhead_per_step_s
+        return big(gpu, issue + host) + engine.cpu_overhead_per_step_s
+    return big(gpu, issue) + host + engine.cpu_overhead_per_step_s
 
 
 def _module_dtypes(hw: HardwareSpec, p: Precision, engine: EngineProfile,

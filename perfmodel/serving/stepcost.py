@@ -10,9 +10,9 @@ A serving step carries d decode rows (one new token each, contexts s_i) and prom
 - head: final norm, lm_head and sampling over the n logit rows (decodes + finishing chunks).
 Step time = max(body + attention + head [+ stage hand-offs], CPU issue time + host work of the
 step's sequences) + the engine's CPU overhead per step, exactly the per-step rule of
-core/roofline.step_time (host_step_s; in series for an engine without overlap scheduling). All pieces come
-from ONE batched core.roofline.step_time call on grids; a step is then priced by linear
-interpolation. For a plain decode or prefill step the split is an identity (tested against
+core/roofline.step_time (host_step_s; in series for an engine without overlap scheduling).
+All pieces come from ONE batched core.roofline.step_time call on grids; a step is then
+priced by linear interpolation. For a plain decode or prefill step the split is an identity (tested against
 core.predict.step).
 
 Pipeline parallelism (pp > 1): as in core.predict.step, m = min(sequences, pp) micro-batches
@@ -97,7 +97,7 @@ class StepCost:
         if each:
             gpu += max(sum(each) / m, max(each))     # the heaviest micro-batch, as for M
         gpu += self.hop[0] * M + self.hop[1]
-        return float(host_step_s(self.engine, gpu, self.cpu_s, seqs * self.host_seq_s))
+        return host_step_s(self.engine, float(gpu), self.cpu_s, seqs * self.host_seq_s)
 
     def __post_init__(self):
         # python-list copies for the scalar path (bisect on lists beats numpy on scalars)
