@@ -127,6 +127,8 @@ def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
     out: list[Op] = [_embedding(m, p, M)]
     out += _norm("input_norm", M, D, L)
     out += _linears(m, p, attention_matrices(m), M, "attention")
+    if m.qk_norm_across_heads:
+        out.append(_qk_norm(m, M))
     out.append(_rotary(m, M) if m.mla is None else _mla_norms_rotary(m, M))
     out += _attention(m, p, B, T, S, attention)
     out.append(_residual("attn_residual", M, D, L))
@@ -165,6 +167,18 @@ def _rotary(m: ModelSpec, M) -> Op:
               OpCost(flops=3.0 * M * width * m.num_layers,
                      act_bytes=2 * M * width * ACT_BYTES * m.num_layers,
                      kernels=float(m.num_layers)), rows=M)
+
+
+def _qk_norm(m: ModelSpec, M) -> Op:
+    """RMSNorm of q and of k, each over all its heads at once (MiniMax-M2, qk_norm_type
+    'per_layer'): ~4 FLOPs per element, read + write of the (N+K)*H outputs, two kernels per
+    softmax layer (sums of squares, then the scaling), the TP all-reduce of the sums between
+    them (core/parallel.py; SGLang PR #14416 fused q and k into these three steps)."""
+    width = (m.num_heads + m.num_kv_heads) * m.head_dim
+    L = m.num_layers - m.num_linear_attention_layers
+    return Op("qk_norm", "elementwise",
+              OpCost(flops=4.0 * M * width * L, act_bytes=2 * M * width * ACT_BYTES * L,
+                     kernels=2.0 * L), rows=M)
 
 
 def _quantized(p: Precision, group: str) -> bool:

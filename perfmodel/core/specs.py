@@ -103,6 +103,10 @@ class ModelSpec(Spec):
     attention_output_gate: bool = Field(
         default=False, description="q_proj also emits a sigmoid gate on the attention output "
         "(Qwen3-Next/Qwen3.5 attn_output_gate): N*H more outputs.")
+    qk_norm_across_heads: bool = Field(
+        default=False, description="q and k are RMS-normalized over all heads at once (MiniMax-M2 "
+        "use_qk_norm with qk_norm_type 'per_layer'), not per head: under TP each GPU holds some "
+        "heads, so every layer all-reduces per-token sums of squares (core/parallel.py).")
     linear_attention: LinearAttentionSpec | None = Field(
         default=None, description="Linear-attention (recurrent-state) layers, if any.")
     sparse_attention: SparseAttentionSpec | None = Field(
