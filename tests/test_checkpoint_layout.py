@@ -3,6 +3,7 @@
 from perfmodel.analysis.validation.serving_map import Capabilities, ServingTarget, map_serving_row
 from perfmodel.analysis.validation.serving_table import rows_from_dicts
 from perfmodel.core.catalog import load_model
+from perfmodel.core.catalog.hf_config import checkpoint_weights
 from perfmodel.core.memory import weight_bytes_by_group
 from perfmodel.core.specs import Deployment, Precision
 
@@ -51,3 +52,23 @@ def test_the_layout_reads_more_bytes_than_all_int4():
     assert layout["experts"] > flat["experts"]
     assert layout["attention"] > 3.5 * flat["attention"]   # 16 bits vs ~4.1
     assert sum(layout.values()) > sum(flat.values())
+
+
+KIMI_QC = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+           "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None,
+                                         "weights": {"num_bits": 4, "type": "int",
+                                                     "group_size": 32, "strategy": "group",
+                                                     "symmetric": True}}},
+           "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+                      "re:.*mlp\\\\.(gate|up|gate_up|down)_proj.*"]}
+
+
+def test_hf_quantization_config_gives_the_catalog_layout():
+    # the compressed-tensors block of Kimi-K2.5's config.json (int4, group 32, attention and
+    # shared experts ignored) reads as the layout the catalog records
+    assert checkpoint_weights(KIMI_QC) == load_model("kimi-k2.5").checkpoint_weights
+    all_linear = {**KIMI_QC, "ignore": ["lm_head"]}
+    assert checkpoint_weights(all_linear) is None            # not an experts-only layout
+    w8a8 = {**KIMI_QC, "config_groups": {"g": {**KIMI_QC["config_groups"]["group_0"],
+                                               "input_activations": {"num_bits": 8}}}}
+    assert checkpoint_weights(w8a8) is None                  # activations quantized: not W4A16

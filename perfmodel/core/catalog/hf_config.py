@@ -151,12 +151,16 @@ def checkpoint_weights(qc: Any) -> str | None:
     lists self_attn, router, embed_tokens, lm_head) -> 'bf16,experts=fp4' (MXFP4: 32-element
     blocks sharing an E8M0 scale, OCP MX spec).
     DeepSeek-V3/R1: quant_method 'fp8', fmt e4m3, weight_block_size [128, 128] -> 'fp8-b128'
-    (every linear layer; embeddings and norms stay bf16, which is weight_bpe's default)."""
+    (every linear layer; embeddings and norms stay bf16, which is weight_bpe's default).
+    Kimi-K2.5: quant_method 'compressed-tensors', one group of int weights (num_bits 4,
+    group_size 32) that ignores self_attn and shared_experts -> 'bf16,experts=int4-g32'."""
     if not isinstance(qc, dict):
         return None
     method = str(qc.get("quant_method", "")).lower()
     if method == "mxfp4":
         return "bf16,experts=fp4"
+    if method == "compressed-tensors":
+        return _experts_only_int(qc)
     if method == "fp8":
         block = qc.get("weight_block_size")
         if isinstance(block, list) and len(block) == 2 and block[0] == block[1] \
@@ -164,6 +168,25 @@ def checkpoint_weights(qc: Any) -> str | None:
             return f"fp8-b{block[0]}"
         return "fp8"
     return None
+
+
+def _experts_only_int(qc: dict) -> str | None:
+    """'bf16,experts=int<b>-g<n>' for a compressed-tensors config of one weight-only integer
+    group whose ignore list keeps attention and shared experts unquantized; else None."""
+    groups = qc.get("config_groups")
+    if not isinstance(groups, dict) or len(groups) != 1:
+        return None
+    g = next(iter(groups.values()))
+    w = g.get("weights") if isinstance(g, dict) else None
+    ignore = " ".join(str(x) for x in qc.get("ignore") or [])
+    if not isinstance(w, dict) or w.get("type") != "int" or g.get("input_activations"):
+        return None
+    bits, size = w.get("num_bits"), w.get("group_size")
+    if bits not in (4, 8) or not isinstance(size, int) or size <= 0:
+        return None
+    if "self_attn" not in ignore or "shared_experts" not in ignore:
+        return None
+    return f"bf16,experts=int{bits}-g{size}"
 
 
 class _Fields:
