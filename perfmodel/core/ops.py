@@ -314,7 +314,10 @@ def _linear_attention(m: ModelSpec, p: Precision, B, T) -> list[Op]:
     """Gated DeltaNet core (Yang et al. 2024, arXiv:2412.06464), per layer and value head:
     decay, S^T k, the rank-1 delta update and S^T q are ~3 matrix-vector products of the
     key_dim x value_dim state, 6*dk*dv FLOPs per token; the state is read once and written
-    once per sequence per step (the chunked prefill kernel keeps chunk states on chip)."""
+    once per sequence per step (the chunked prefill kernel keeps chunk states on chip).
+    Four kernels per layer, as vLLM's and SGLang's Qwen3-Next GatedDeltaNet runs them: the
+    causal conv1d update, the gating (beta, decay), the delta-rule recurrence and the gated
+    RMSNorm of the output (HF Qwen3NextGatedDeltaNet.norm, RMSNormGated)."""
     la = m.linear_attention
     if la is None:
         return []
@@ -325,7 +328,7 @@ def _linear_attention(m: ModelSpec, p: Precision, B, T) -> list[Op]:
     return [Op(LINEAR_ATTENTION_OP, "attention",
                OpCost(flops=flops, act_bytes=B * T * width * ACT_BYTES * n,
                       kv_read_bytes=B * state * n * np.ones_like(T),
-                      kv_write_bytes=B * state * n * np.ones_like(T), kernels=3.0 * n),
+                      kv_write_bytes=B * state * n * np.ones_like(T), kernels=4.0 * n),
                rows=B * T)]
 
 

@@ -32,6 +32,9 @@ class MoESpec(Spec):
         default=None, gt=0, description="Hidden size of one shared expert (default: expert_ffn_dim).")
     num_dense_layers: int = Field(
         default=0, ge=0, description="Leading layers with a dense FFN of ffn_dim instead of MoE.")
+    shared_expert_gate: bool = Field(
+        default=False, description="A sigmoid gate, Linear(D, 1), scales the shared experts' "
+        "output (Qwen2-MoE, Qwen3-Next, Qwen3.5 shared_expert_gate).")
 
     @model_validator(mode="after")
     def _check(self) -> "MoESpec":

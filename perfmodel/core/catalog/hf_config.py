@@ -311,7 +311,7 @@ def _mla(f: _Fields) -> MLASpec:
 
 def _moe(f: _Fields, model_type: str, layers: int) -> MoESpec | None:
     """Routed and shared experts, and how many layers keep a dense MLP."""
-    shared, shared_dim = 0, None
+    shared, shared_dim, gate = 0, None, False
     if model_type == "mixtral":
         e, k, fe, moe_layers = (f.int("num_local_experts"), f.int("num_experts_per_tok"),
                                 f.int("intermediate_size"), layers)
@@ -328,6 +328,7 @@ def _moe(f: _Fields, model_type: str, layers: int) -> MoESpec | None:
         moe_layers = max(0, layers) // step - len(dense)  # layers i with (i+1) % step == 0
         shared_dim = f.int("shared_expert_intermediate_size", default=0) or None
         shared = 1 if shared_dim else 0
+        gate = bool(shared)   # HF Qwen2MoeSparseMoeBlock and successors: shared_expert_gate
     elif model_type in _DEEPSEEK_MOE:
         e, k, fe = f.int("n_routed_experts"), f.int("num_experts_per_tok"), f.int("moe_intermediate_size")
         first = f.int("first_k_dense_replace", default=0)
@@ -343,6 +344,7 @@ def _moe(f: _Fields, model_type: str, layers: int) -> MoESpec | None:
     try:
         return MoESpec(num_experts=e, experts_per_token=k, expert_ffn_dim=fe,
                        num_shared_experts=shared, shared_expert_ffn_dim=shared_dim,
+                       shared_expert_gate=gate,
                        num_dense_layers=layers - moe_layers)
     except ValidationError as exc:
         raise SpecFileError(f"{f.path}: moe.{pydantic_message(exc)}") from None
