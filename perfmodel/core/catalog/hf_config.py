@@ -130,7 +130,7 @@ def spec_from_hf_dict(cfg: Any, path: str | Path = "config.json") -> ModelSpec:
     if model_type in ("qwen3_next", "qwen3_5_moe"):
         fields["linear_attention"] = _linear(f, layers)
         fields["attention_output_gate"] = f.bool("attn_output_gate", default=True)
-    if f.bool("use_qk_norm", default=False) and cfg.get("qk_norm_type") == "per_layer":
+    if cfg.get("use_qk_norm") is True and cfg.get("qk_norm_type") == "per_layer":
         fields["qk_norm_across_heads"] = True   # MiniMax-M2: one RMSNorm over all q (k) heads
     moe = _moe(f, model_type, layers)
     if moe is not None:
