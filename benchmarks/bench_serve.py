@@ -1,31 +1,113 @@
-"""Serving-simulator speed: one closed-loop curve (llama-3.1-8b, fp8 weights and KV, H100 SXM,
-vLLM, 1024 in / 1024 out, 10 x C requests per level) with the simulator as shipped (one
-step-cost surface per curve, decode-only runs priced in one vectorized call) versus the same
-scheduler pricing every step with its own op-list evaluation and no jumps (a per-step naive
-loop), measured side by side in one run. On the H100 the C=512 and C=1024 levels outgrow the
-KV cache and preempt thousands of times (one event every step or two); the same curve on a
-B200, where every level fits, is timed too. The naive loop runs the small levels only (it takes
-minutes beyond) and its time per simulated step is printed for comparison.
+"""Serving-simulator speed against issue 13's targets, measured side by side in one run.
+
+1. One closed-loop curve per case (10 levels, C = 2 .. 1,024, 1,024 in / 1,024 out, 10 x C
+   requests a level, fp8 weights and KV) with the simulator as shipped (decode epochs:
+   serving/decode_epoch.py) and with every iteration through the scheduler's general loop
+   (simulate(..., epochs=False), the reference the epochs are tested against): both times,
+   their ratio, whether the points are identical, and the shipped time over the 1 s target.
+   On the H100 the C=512 and C=1,024 levels outgrow the KV cache and preempt thousands of
+   times; on the B200 every level fits.
+2. `size`'s default search (every GPU, four precisions, vLLM, its simulated verification of
+   the cheapest deployments) in-process and as the `perfmodel size` command (imports
+   included), over the 5 s target.
+3. Small levels (4 requests each) against a per-step loop pricing every step by its own
+   op-list evaluation (the step-cost surface's own speed-up).
+Times are the best of REPEATS runs (a shared machine: the ratios, measured in one run, are
+the stable figures).
 
     python benchmarks/bench_serve.py
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import subprocess
+import sys
 import time
 
 import numpy as np
 
 from perfmodel import api
+from perfmodel.analysis import sizing
 from perfmodel.core.resolve import resolve
 from perfmodel.core.roofline import step_time
 from perfmodel.serving import simulate as sim_mod
 from perfmodel.serving.stepcost import HEAD_OPS
 
-MODEL, GPU = "llama-3.1-8b", "h100-sxm"
-KW = dict(weights="fp8", kv="fp8", engine="vllm", prompt_tokens=1024, output_tokens=1024)
 LEVELS = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+LENGTHS = dict(weights="fp8", kv="fp8", prompt_tokens=1024, output_tokens=1024)
+CASES = [  # (model, gpu, engine, tp)
+    ("llama-3.1-8b", "h100-sxm", "vllm", 1),
+    ("llama-3.1-70b", "h100-sxm", "vllm", 4),
+    ("llama-3.1-8b", "h100-sxm", "sglang", 1),
+    ("llama-3.1-8b", "b200", "vllm", 1),
+    ("llama-3.1-70b", "b200", "vllm", 2),
+]
+CURVE_TARGET_S = 1.0        # issue 13: one 10-level curve under 1 s on the 2-core machine
+SIZE_TARGET_S = 5.0         # issue 13: `size`'s default search under 5 s
+SIZE_REQUEST = dict(model="llama-3.1-70b", rate_rps=10.0, prompt=1000, output=300,
+                    ttft_slo_s=1.0, tpot_slo_s=0.05)
+SIZE_ARGV = ["size", "--model", "llama-3.1-70b", "--rate", "10", "--prompt-tokens", "1000",
+             "--output-tokens", "300", "--ttft-slo-s", "1", "--tpot-slo-s", "0.05"]
 NAIVE_LEVELS = [2, 4, 8, 16]
+NAIVE_REQUESTS = 4
+REPEATS = 2
+
+
+def best_of(fn, repeats: int = REPEATS):
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+@contextlib.contextmanager
+def general_loop_only():
+    """The simulator with every scheduler iteration through the general loop."""
+    real = sim_mod.simulate
+    sim_mod.simulate = functools.partial(real, epochs=False)
+    try:
+        yield
+    finally:
+        sim_mod.simulate = real
+
+
+def curves() -> None:
+    print(f"1. one curve, C {LEVELS[0]}..{LEVELS[-1]} ({len(LEVELS)} levels), target "
+          f"{CURVE_TARGET_S:.1f} s")
+    print(f"   {'case':34s} {'steps':>6s} {'preempt':>7s} {'shipped s':>9s} {'general s':>9s} "
+          f"{'x faster':>8s} {'/target':>7s}  identical")
+    for model, gpu, engine, tp in CASES:
+        kw = dict(engine=engine, tp=tp, **LENGTHS)
+        api.serve(model, gpu, concurrencies=[1], **kw)          # YAML parsing outside the timing
+        serve = lambda: api.serve(model, gpu, concurrencies=LEVELS, timeline=True, **kw).points  # noqa: E731
+        fast_s, fast = best_of(serve)
+        with general_loop_only():
+            slow_s, slow = best_of(serve)
+        same = [p.model_dump() for p in fast] == [p.model_dump() for p in slow]
+        steps = sum(sum(p.timeline.steps) for p in fast if p.timeline)
+        name = f"{model} {gpu} {engine} tp{tp}"
+        print(f"   {name:34s} {steps:6d} {sum(p.preemptions for p in fast):7d} {fast_s:9.3f} "
+              f"{slow_s:9.3f} {slow_s / fast_s:8.2f} {fast_s / CURVE_TARGET_S:7.2f}  {same}")
+
+
+def size_search() -> None:
+    print(f"2. size, default search ({SIZE_REQUEST['model']}, {SIZE_REQUEST['rate_rps']} req/s, "
+          f"every GPU x 4 precisions), target {SIZE_TARGET_S:.1f} s")
+    sizing.size(**SIZE_REQUEST)                               # YAML parsing outside the timing
+    fast_s, res = best_of(lambda: sizing.size(**SIZE_REQUEST))
+    with general_loop_only():
+        slow_s, _ = best_of(lambda: sizing.size(**SIZE_REQUEST))
+    t0 = time.perf_counter()
+    rc = subprocess.run([sys.executable, "-m", "perfmodel", *SIZE_ARGV], capture_output=True).returncode
+    cli_s = time.perf_counter() - t0
+    print(f"   sizing.size: {fast_s:.3f} s (general loop only {slow_s:.3f} s), "
+          f"{res.evaluated} replica shapes; /target {fast_s / SIZE_TARGET_S:.2f}")
+    print(f"   `perfmodel size` command (a fresh process, imports included): {cli_s:.2f} s "
+          f"(exit {rc}); /target {cli_s / SIZE_TARGET_S:.2f}")
 
 
 class NaiveCost:
@@ -58,46 +140,30 @@ class NaiveCost:
         return np.array([self.step_s(d, d * (mean_ctx0 + j)) for j in range(k)])
 
 
-def run_levels(levels, gpu: str = GPU) -> tuple[float, list]:
-    t0 = time.perf_counter()
-    rep = api.serve(MODEL, gpu, concurrencies=levels, timeline=True, **KW)
-    return time.perf_counter() - t0, rep.points
-
-
-def main() -> None:
-    api.serve(MODEL, GPU, concurrencies=[1], **KW)           # YAML parsing outside the timing
-    fast_s, points = run_levels(LEVELS)
-    steps = sum(sum(p.timeline.steps) for p in points if p.timeline)
-    print(f"simulator: {len(LEVELS)} levels (C {LEVELS[0]}..{LEVELS[-1]}), "
-          f"{sum(p.num_requests for p in points)} requests, {steps} steps in {fast_s:.2f} s")
-    for p in points:
-        print(f"  C={p.concurrency:5d}  TTFT p50 {p.ttft_p50_s * 1e3:8.1f} ms  TPOT p50 "
-              f"{p.tpot_p50_s * 1e3:6.2f} ms  {p.output_tok_s_total:8.0f} tok/s  "
-              f"preemptions {p.preemptions}")
-
-    api.serve(MODEL, "b200", concurrencies=[1], **KW)
-    b200_s, b200 = run_levels(LEVELS, "b200")
-    print(f"same curve on b200 (the KV cache holds every level: "
-          f"{sum(p.preemptions for p in b200)} preemptions): {b200_s:.2f} s")
-
-    small_s, small = run_levels(NAIVE_LEVELS)
-    sc, _, _ = resolve(MODEL, GPU, weights=KW["weights"], kv=KW["kv"], engine=KW["engine"])
+def naive() -> None:
+    model, gpu = "llama-3.1-8b", "h100-sxm"
+    kw = dict(engine="vllm", num_requests=NAIVE_REQUESTS, **LENGTHS)
+    small_s, small = best_of(lambda: api.serve(model, gpu, concurrencies=NAIVE_LEVELS,
+                                               timeline=True, **kw).points)
     original = sim_mod._cost
     sim_mod._cost = lambda sc_, wls, pols: NaiveCost(sc_)
     try:
         t0 = time.perf_counter()
-        naive = api.serve(MODEL, GPU, concurrencies=NAIVE_LEVELS, **KW).points
+        slow = api.serve(model, gpu, concurrencies=NAIVE_LEVELS, **kw).points
         naive_s = time.perf_counter() - t0
     finally:
         sim_mod._cost = original
-    small_steps = sum(sum(p.timeline.steps) for p in small)
-    worst = max(abs(a.ttft_p50_s / b.ttft_p50_s - 1) for a, b in zip(small, naive))
-    print(f"levels {NAIVE_LEVELS}: simulator {small_s:.3f} s, naive per-step loop {naive_s:.2f} s "
-          f"-> x{naive_s / small_s:.0f} ({small_steps} steps; naive {naive_s / small_steps * 1e6:.0f} "
-          f"us/step, simulator {small_s / small_steps * 1e6:.1f} us/step); TTFT p50 agree within "
-          f"{worst:.2%}")
-    print(f"full curve: simulator {fast_s:.2f} s; naive at its per-step rate would take "
-          f"~{steps * naive_s / small_steps:.0f} s (x{steps * naive_s / small_steps / fast_s:.0f})")
+    steps = sum(sum(p.timeline.steps) for p in small)
+    worst = max(abs(a.ttft_p50_s / b.ttft_p50_s - 1) for a, b in zip(small, slow))
+    print(f"3. {model} {gpu}, levels {NAIVE_LEVELS} x {NAIVE_REQUESTS} requests: simulator {small_s:.3f} s, per-step op-list "
+          f"loop {naive_s:.2f} s -> x{naive_s / small_s:.0f} ({steps} steps; TTFT p50 agree "
+          f"within {worst:.2%})")
+
+
+def main() -> None:
+    curves()
+    size_search()
+    naive()
 
 
 if __name__ == "__main__":

@@ -55,6 +55,12 @@ JSON written (schema_version 1), one object; all sizes in bytes, all times in se
               compile_s (first-call time in compile mode, else null), reps.
               hf_generate records add generated_tokens; their decode seconds is
               (t(generate N) - t(generate 1)) / (N - 1), their prefill seconds t(generate 1).
+              Host-bound records (eager, hf_generate; bench_hostbound.py) are timed in
+              --rounds interleaved rounds after a discarded warm-up and add rounds_s (each
+              round's median), spread (max/min - 1 over rounds; seconds is their median),
+              sm_clock_mhz, mem_clock_mhz (nvidia-smi, median while timed, or null); eager
+              adds host_s (host enqueue of one step) and synced_s (one step + synchronize).
+              eager kernels: graph mode's count at the same point and dtype (same kernels).
 
 Modules next to this script (torch + the standard library as well): bench_env (environment,
 JSON file), bench_timing (Timer, Ctx, CUDA graph capture), bench_micro (bandwidth, gemm,
@@ -123,6 +129,9 @@ def parse_args(argv):
                         "as gpt-fast = the torch-compile engine preset)")
     p.add_argument("--compile-budget-s", type=float, default=None,
                    help="stop adding torch.compile points after this long (default 300)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="interleaved timing rounds of each host-bound e2e point (eager, HF "
+                        "generate); the record keeps each round and their median (default 3)")
     p.add_argument("--pin-cpu", type=int, default=None,
                    help="pin the process to this CPU core while it runs (default: no pinning). "
                         "An experiment for host-bound timings (eager, HF generate): on the H200 "

@@ -13,14 +13,16 @@ import time
 
 import torch
 
+from bench_hostbound import ClockSampler, measure_rounds
 from bench_model import FP8, LLAMA_8B, TINY, LlamaShaped, kv_bytes_per_token, weight_bytes
 from bench_timing import capture_graph
 
 FULL_PLAN = {"batches": (1, 8, 32, 64), "contexts": (512, 4096),
              "prefills": ((1, 128), (1, 512), (1, 2048), (8, 512)),
-             "hf_batches": (1, 8), "hf_prompt": 512, "hf_new": 64}
+             "hf_configs": ((1, 128), (1, 512), (1, 2048), (4, 512), (8, 512), (16, 1024)),
+             "hf_new": 32}
 QUICK_PLAN = {"batches": (1, 2), "contexts": (32, 64), "prefills": ((1, 16), (1, 32), (2, 16)),
-              "hf_batches": (1, 2), "hf_prompt": 16, "hf_new": 8}
+              "hf_configs": ((1, 16), (2, 16), (1, 32)), "hf_new": 8}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -116,6 +118,29 @@ def run_points(ctx, model, shape, mode, dtype, pts, make_fn, records, skipped):
         ctx.log(f"[{what}] {m['seconds'] * 1e3:.2f} ms/step"
                 + (f" (compile {compile_s:.1f} s)" if compile_s is not None else "")
                 + (f", {kernels} kernels" if kernels else ""))
+
+
+def run_host_bound(ctx, shape, mode, dtype, pts, make_fn, records, skipped, clocks) -> None:
+    """Eager steps, each timed in ctx.args.rounds interleaved rounds (bench_hostbound.py)."""
+    fns = {}
+    for pt in pts:
+        fns[pt] = make_fn(*pt)[0]
+    warm = 0.0 if ctx.args.quick else 1.0
+    res = measure_rounds(ctx, fns, rounds=ctx.args.rounds, warmup_s=warm, clocks=clocks)
+    for pt, reason in res.pop("errors").items():
+        skipped.append({"what": "e2e {} {} {} B={} S={} T={}".format(mode, dtype, *pt), "reason": reason})
+    for (phase, B, S, T), m in res.items():
+        prompt = T if phase == "prefill" else None
+        rec = e2e_record(shape, mode, dtype, phase, B, S, prompt, T, m)
+        rec.update({k: m[k] for k in HOST_FIELDS})
+        records.append(rec)
+        ctx.log(f"[e2e {mode} {dtype} {phase} B={B} S={S} T={T}] {m['seconds'] * 1e3:.2f} ms/step "
+                f"(rounds {', '.join(f'{x * 1e3:.1f}' for x in m['rounds_s'])}; host "
+                f"{m['host_s'] * 1e3:.1f}, synced {m['synced_s'] * 1e3:.1f}; SM {m['sm_clock_mhz']} MHz)")
+    fns.clear()
+
+
+HOST_FIELDS = ("rounds_s", "spread", "host_s", "synced_s", "sm_clock_mhz", "mem_clock_mhz")
 
 
 def eager_maker(ctx, model):
@@ -215,9 +240,10 @@ def run_e2e(ctx) -> dict:
     ctx.log(f"[e2e] building {shape['name']} (max batch {max_batch}, max len {max_len})")
     model = LlamaShaped(shape, ctx.device, max_batch, max_len)
     dec, pre = points(plan, max_batch)
+    clocks = ClockSampler(ctx.cuda)
     with torch.inference_mode():
-        run_points(ctx, model, shape, "eager", "bf16", dec + pre, eager_maker(ctx, model),
-                   records, skipped)
+        run_host_bound(ctx, shape, "eager", "bf16", dec + pre, eager_maker(ctx, model),
+                       records, skipped, clocks)
         if ctx.cuda:
             run_points(ctx, model, shape, "graph", "bf16", dec + pre, graph_maker(ctx, model),
                        records, skipped)
@@ -226,7 +252,8 @@ def run_e2e(ctx) -> dict:
             skipped.append({"what": "e2e graph", "reason": "CUDA graphs need --device cuda"})
     stats = run_compile(ctx, model, shape, dec + pre, records, skipped)
     with torch.inference_mode():
-        run_fp8(ctx, model, shape, dec, records, skipped)
+        run_fp8(ctx, model, shape, dec, records, skipped, clocks)
+    clocks.stop()
     del model
     ctx.free_memory()
     modes = mode_details(ctx)
@@ -337,14 +364,14 @@ def count_compiled_kernels(ctx, model, records, deadline, skipped) -> None:
     ctx.log(f"[e2e compile] {n} kernels per decode step (B={first['batch']} S={first['context']})")
 
 
-def run_fp8(ctx, model, shape, dec, records, skipped) -> None:
+def run_fp8(ctx, model, shape, dec, records, skipped, clocks) -> None:
     if not ctx.cuda or FP8 is None or torch.cuda.get_device_capability() < (8, 9):
         skipped.append({"what": "e2e fp8", "reason": "fp8 needs a CUDA GPU of compute capability >= 8.9"})
         return
     model.to_fp8()
     ctx.free_memory()
-    run_points(ctx, model, shape, "eager", "fp8_e4m3", dec[:1], eager_maker(ctx, model),
-               records, skipped)
+    run_host_bound(ctx, shape, "eager", "fp8_e4m3", dec, eager_maker(ctx, model),
+                   records, skipped, clocks)
     run_points(ctx, model, shape, "graph", "fp8_e4m3", dec, graph_maker(ctx, model),
                records, skipped)
     copy_kernels(records, "fp8_e4m3")

@@ -11,6 +11,7 @@ import time
 import torch
 
 from bench_e2e import FULL_PLAN, QUICK_PLAN, e2e_record
+from bench_hostbound import ClockSampler
 from bench_model import BF16, LLAMA_8B, TINY
 
 
@@ -30,8 +31,8 @@ def build_hf(shape, device):
     return model.to(device=device, dtype=BF16).eval()
 
 
-def hf_generate_times(ctx, model, batch, prompt, new):
-    """Median seconds of generate() with 1 and with `new` new tokens (greedy, fixed length)."""
+def hf_generator(ctx, model, batch, prompt):
+    """gen(n): seconds of one generate() of n new tokens (greedy, fixed length), synced."""
     ids = torch.randint(0, model.config.vocab_size, (batch, prompt), device=ctx.device)
     mask = torch.ones_like(ids)
 
@@ -42,15 +43,40 @@ def hf_generate_times(ctx, model, batch, prompt, new):
                        do_sample=False, pad_token_id=0)
         ctx.timer.sync()
         return time.perf_counter() - t0
-    gen(4)
-    gc.collect()
-    gc.disable()  # as in bench.Timer
-    try:
-        t_one = statistics.median(gen(1) for _ in range(3))
-        t_new = statistics.median(gen(new) for _ in range(2))
-    finally:
-        gc.enable()
-    return t_one, t_new
+    return gen
+
+
+def hf_rounds(gens: dict, new: int, rounds: int) -> dict:
+    """Interleaved rounds over the configs (as bench_hostbound.measure_rounds): each round
+    warms a config up with one generate(4) (discarded), then times generate(1) twice (median)
+    and generate(new) once. Per round: prefill = t(1), decode = (t(new) - t(1)) / (new - 1).
+    Returns {config: {"prefill": [per round], "decode": [...], "windows": [...]}}."""
+    out = {k: {"prefill": [], "decode": [], "windows": []} for k in gens}
+    for _ in range(rounds):
+        for key, gen in gens.items():
+            gen(4)
+            gc.collect()
+            gc.disable()  # as in bench.Timer
+            try:
+                t0 = time.time()
+                t_one = statistics.median(gen(1) for _ in range(2))
+                t_new = gen(new)
+                out[key]["windows"].append((t0, time.time()))
+            finally:
+                gc.enable()
+            out[key]["prefill"].append(t_one)
+            out[key]["decode"].append((t_new - t_one) / (new - 1))
+    return out
+
+
+def summary(rs: list[float], windows, clocks) -> dict:
+    got = [clocks.window(a, b) for a, b in windows] if clocks is not None else []
+    sms = [g[0] for g in got if g[0] is not None]
+    mems = [g[1] for g in got if g[1] is not None]
+    return {"seconds": statistics.median(rs), "reps": len(rs), "rounds_s": rs,
+            "spread": max(rs) / min(rs) - 1.0,
+            "sm_clock_mhz": statistics.median(sms) if sms else None,
+            "mem_clock_mhz": statistics.median(mems) if mems else None}
 
 
 def hf_kernels_per_token(ctx, model, prompt, new) -> int | None:
@@ -102,24 +128,30 @@ def run_hf(ctx) -> dict:
         skipped.append({"what": "hf_generate", "reason": reason})
         ctx.log(f"[hf_generate] skipped: {reason}")
         return {"model": shape, "records": records, "skipped": skipped}
-    prompt, new = plan["hf_prompt"], plan["hf_new"]
-    for B in plan["hf_batches"]:
-        try:
-            with torch.inference_mode():
-                t_one, t_new = hf_generate_times(ctx, model, B, prompt, new)
-        except Exception as exc:
-            skipped.append({"what": f"hf_generate B={B}", "reason": f"{type(exc).__name__}: {exc}"[:300]})
-            continue
-        per_token = (t_new - t_one) / (new - 1)
-        dec = e2e_record(shape, "hf_generate", "bf16", "decode", B, prompt, None, 1,
-                         {"seconds": per_token, "reps": 2})
+    new = plan["hf_new"]
+    gens = {(B, P): hf_generator(ctx, model, B, P) for B, P in plan["hf_configs"]}
+    clocks = ClockSampler(ctx.cuda)
+    try:
+        with torch.inference_mode():
+            res = hf_rounds(gens, new, ctx.args.rounds)
+    except Exception as exc:
+        res = {}
+        skipped.append({"what": "hf_generate", "reason": f"{type(exc).__name__}: {exc}"[:300]})
+    for (B, prompt), r in res.items():
+        dec_m = summary(r["decode"], r["windows"], clocks)
+        pre_m = summary(r["prefill"], r["windows"], clocks)
+        dec = e2e_record(shape, "hf_generate", "bf16", "decode", B, prompt, None, 1, dec_m)
         dec["generated_tokens"] = new
-        pre = e2e_record(shape, "hf_generate", "bf16", "prefill", B, 0, prompt, prompt,
-                         {"seconds": t_one, "reps": 3})
+        pre = e2e_record(shape, "hf_generate", "bf16", "prefill", B, 0, prompt, prompt, pre_m)
         pre["generated_tokens"] = 1
+        for rec, m in ((dec, dec_m), (pre, pre_m)):
+            rec.update({k: m[k] for k in ("rounds_s", "spread", "sm_clock_mhz", "mem_clock_mhz")})
         records += [dec, pre]
-        ctx.log(f"[hf_generate B={B} prompt={prompt}] {per_token * 1e3:.2f} ms/token, "
-                f"generate(1) {t_one * 1e3:.1f} ms")
+        ctx.log(f"[hf_generate B={B} prompt={prompt}] {dec_m['seconds'] * 1e3:.2f} ms/token "
+                f"(spread {dec_m['spread']:.0%}), generate(1) {pre_m['seconds'] * 1e3:.1f} ms "
+                f"(spread {pre_m['spread']:.0%}); SM {dec_m['sm_clock_mhz']} MHz")
+    clocks.stop()
+    prompt = plan["hf_configs"][1][1]   # kernels per token: B=1, the second config's prompt
     details = hf_details(model)
     details["kernels_per_token"] = hf_kernels_per_token(ctx, model, prompt, min(new, 8))
     for r in records:

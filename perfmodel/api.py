@@ -76,7 +76,7 @@ def resolve(query: Query | str, gpu=None, **ids) -> tuple[Scenario, list[str], l
     q = query if isinstance(query, Query) else make_query(model=query, gpu=gpu, **ids)
     return _resolve_ids(q.model, q.gpu, weights=q.weights, kv=q.kv, activations=q.activations,
                         engine=q.engine, tp=q.tp, pp=q.pp, ep=q.ep, dp=q.dp, attention=q.attention,
-                        profile=q.profile, hardware_dir=q.hardware_dir)
+                        profile=q.profile, hardware_dir=q.hardware_dir, nodes=q.nodes)
 
 
 class Evaluation(BaseModel):

@@ -23,7 +23,7 @@ from perfmodel.cli import main
 from perfmodel.core.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
-H200_RAW = ROOT / "calibrate" / "data" / "raw-h200-sxm-20261201.json"
+H200_RAW = ROOT / "calibrate" / "data" / "raw-h200-sxm-20261201b.json"
 CPU_RAW = ROOT / "tests" / "data" / "raw-cpu-quick-20261201.json"
 
 

@@ -43,7 +43,9 @@ OUTPUT_TOKENS = 32
 MIN_BUFFER = 64e6          # bandwidth records at least this large are past any CPU cache here
 BAND = (1 / 3, 3.0)        # measured / predicted: a physical band, not a tuned tolerance
 LEVELS = (1, 2, 4)         # concurrency levels of the load test
-LEVEL_REQUESTS = 4         # requests per level
+LEVEL_REQUESTS = 8         # requests per level: with one request served at a time, the TTFT
+# p50 is ~0, ~1 and ~3 request times at concurrency 1, 2, 4 (4 requests would give 0, 1, 1.5:
+# too close for a shared, noisy CPU to keep their order)
 PROMPT_TOKENS = 100        # one token per character: 16 words of the prompt list are ~100 tokens
 
 

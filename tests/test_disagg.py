@@ -44,23 +44,31 @@ def _hand_ttft_and_step(prompt: int):
 
 
 def test_two_requests_apart_ttft_and_tpot_by_hand():
-    ttft, _, dec_s = _hand_ttft_and_step(512)
-    r = api.serve_disagg(MODEL, GPU, prefill=ONE, decode=ONE, trace=[(0.0, 512, 2), (10.0, 512, 2)])
+    # O = 3: the decode worker's first step (the 1-token chunk over 512 cached tokens) ends
+    # with the client's first token; its second step (one decode row at context 513) is the
+    # one inter-token gap left, spread over O - 1 = 2 (api.serve's TPOT definition)
+    ttft, _, first_step = _hand_ttft_and_step(512)
+    sc, _, _ = resolve(MODEL, GPU)
+    dc_pool, _, _ = _pool(sc, PoolLayout(**ONE), None, prompt=513, output=2, share=2,
+                          overhead=False)
+    second_step = dc_pool.cost.step_s(1, 513.0)
+    r = api.serve_disagg(MODEL, GPU, prefill=ONE, decode=ONE, trace=[(0.0, 512, 3), (10.0, 512, 3)])
     p = r.points[0]
     assert r.kv_link.startswith("scale-up")
-    assert p.ttft_p50_s == pytest.approx(ttft, rel=1e-6)
-    assert p.tpot_p50_s == pytest.approx(dec_s, rel=1e-6)     # O = 2: one decode-worker step
-    assert p.e2e_p50_s == pytest.approx(ttft + dec_s, rel=1e-6)
+    assert p.ttft_p50_s == pytest.approx(ttft + first_step, rel=1e-6)
+    assert p.tpot_p50_s == pytest.approx(second_step / 2, rel=1e-6)
+    assert p.e2e_p50_s == pytest.approx(ttft + first_step + second_step, rel=1e-6)
 
 
 def test_two_requests_together_share_the_link():
-    # both prompts run in one prefill step; the second transfer waits for the first
+    # both prompts run in one prefill step; the second transfer waits for the first (output 1:
+    # the first token is the prefill's, nothing runs on the decode worker)
     sc, _, _ = resolve(MODEL, GPU)
     _, xfer_s, _ = _hand_ttft_and_step(512)
     pf, _, _ = _pool(sc, PoolLayout(**ONE), None, prompt=512, output=1, share=2, overhead=True)
     both = pf.cost.step_s(0, 0.0, [512, 512], [0.0, 0.0], 2)
     first = sc.engine.per_request_overhead_s + both + xfer_s
-    r = api.serve_disagg(MODEL, GPU, prefill=ONE, decode=ONE, trace=[(0.0, 512, 2), (0.0, 512, 2)])
+    r = api.serve_disagg(MODEL, GPU, prefill=ONE, decode=ONE, trace=[(0.0, 512, 1), (0.0, 512, 1)])
     p = r.points[0]
     assert p.ttft_p50_s == pytest.approx(first + 0.5 * xfer_s, rel=1e-6)   # mean of the two
     assert p.ttft_p90_s == pytest.approx(first + 0.9 * xfer_s, rel=1e-6)
@@ -133,12 +141,15 @@ def test_layout_errors_name_the_constraint():
 @given(pw=st.integers(-1, 3), dw=st.integers(-1, 3), tp=st.sampled_from([0, 1, 2, 3, 16]),
        ep=st.sampled_from([1, 2, 5]), dp=st.sampled_from([0, 1, 2]),
        prompt=st.integers(-5, 3000), output=st.integers(-1, 40),
-       conc=st.one_of(st.none(), st.integers(-1, 6)), rate=st.one_of(st.none(), st.floats(-1, 50)),
-       weights=st.sampled_from(["bf16", "fp8", "fp5", ""]))
-def test_api_random_and_invalid_inputs(pw, dw, tp, ep, dp, prompt, output, conc, rate, weights):
+       conc=st.one_of(st.none(), st.integers(-1, 6), st.just(200)),
+       rate=st.one_of(st.none(), st.floats(-1, 50)),
+       weights=st.sampled_from(["bf16", "fp8", "fp5", ""]),
+       mb=st.sampled_from([None, -1, 0, 1, 3, 10 ** 9]))
+def test_api_random_and_invalid_inputs(pw, dw, tp, ep, dp, prompt, output, conc, rate, weights,
+                                       mb):
     try:
         r = api.serve_disagg("qwen3-30b-a3b", GPU, weights=weights,
-                             prefill=dict(workers=pw, tp=tp, ep=ep, dp=dp),
+                             prefill=dict(workers=pw, tp=tp, ep=ep, dp=dp, max_batch=mb),
                              decode=dict(workers=dw, tp=1, ep=1), prompt_tokens=prompt,
                              output_tokens=output,
                              concurrencies=None if conc is None else [conc],

@@ -25,7 +25,7 @@ from perfmodel.core.engines import ENGINES
 from perfmodel.core.profile import Profile, apply_engine, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
-H200_RAW = ROOT / "calibrate" / "data" / "raw-h200-sxm-20261201.json"
+H200_RAW = ROOT / "calibrate" / "data" / "raw-h200-sxm-20261201b.json"
 H200_PROFILE = ROOT / "calibrate" / "profiles" / "h200-sxm.yaml"
 LINK_PROFILE = ROOT / "calibrate" / "profiles" / "h200-sxm-x2-link.yaml"
 

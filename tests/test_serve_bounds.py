@@ -5,7 +5,7 @@
   token budget and never run again;
 - steps priced at inf (absurd hardware numbers) made the clock NaN and the loop never ended;
 - many requests, levels or decode steps took minutes: capped per call (simulate.MAX_SIM_REQUESTS,
-  scheduler.MAX_SIM_STEPS, scheduler.MAX_PRICED_DECODE_STEPS); long timelines down-sampled.
+  sim_state.MAX_SIM_STEPS, sim_state.MAX_PRICED_DECODE_STEPS); long timelines down-sampled.
 Outcomes only: the fuzz test and scripts/fuzz_cli.py guard the time."""
 
 from __future__ import annotations

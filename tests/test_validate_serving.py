@@ -183,6 +183,8 @@ def test_every_serving_row_is_predicted_or_listed_with_a_reason(report):
 
 def test_predictions_ignore_row_order_ids_dataset_and_source(report, tmp_path):
     # a special case keyed on a row's position, id, file name or source would move a prediction
+    # (the source's first word names the harness family, serving_recipe.py, which the
+    # simulator replays; the steady-state predictor used here replays none)
     rows = list(csv.DictReader(open(DEFAULT_SERVING, encoding="utf-8")))
     order = list(range(len(rows)))[::-1]
     order = order[11:] + order[:11]
@@ -450,10 +452,11 @@ def _disagg_row(**over):
 
 def test_disagg_row_maps_each_pool_by_hand():
     # by hand: concurrency = decode_batch 48 x 4 workers x dp 1 = 192 (the file's id says c192);
-    # GPUs = 1 x (1 x 1 x 4) + 4 x (8 x 1 x 1) = 36
+    # GPUs = 1 x (1 x 1 x 4) + 4 x (8 x 1 x 1) = 36; prefill max batch = prefill_batch_size 1
+    # x attention DP 4
     t = _map(Capabilities(disagg=True), **_disagg_row())
     assert isinstance(t, ServingTarget)
-    assert t.prefill == dict(workers=1, tp=1, pp=1, ep=4, dp=4)
+    assert t.prefill == dict(workers=1, tp=1, pp=1, ep=4, dp=4, max_batch=4)
     assert t.decode == dict(workers=4, tp=8, pp=1, ep=8, dp=1)
     assert (t.concurrency, t.num_gpus) == (192, 36)
 
@@ -468,6 +471,16 @@ def test_disagg_concurrency_counts_attention_dp_ranks_and_falls_back_to_the_id()
                                                       decode_batch_size="", decode_num_workers=""))
     assert t.concurrency == 25 and t.decode["workers"] == 1
     assert any("decode workers not stated" in a for a in t.assumptions)
+
+
+def test_disagg_moe_tp_over_the_attention_dp_ranks_shards_the_experts():
+    # the file's SGLang GB200 rows: attention DP 4 with moe_tp 4, moe_ep 1 on 4 GPUs: each
+    # GPU holds a quarter of every expert, written as EP 4 (same bytes per GPU)
+    t = _map(Capabilities(disagg=True), **_disagg_row(prefill_moe_tp_size=4, prefill_moe_ep_size=1))
+    assert (t.prefill["ep"], t.prefill["dp"], t.prefill["tp"]) == (4, 4, 1)
+    assert any("moe_tp 4 x moe_ep 1" in a for a in t.assumptions)
+    t = _map(Capabilities(disagg=True), **_disagg_row(prefill_batch_size=""))
+    assert "max_batch" not in t.prefill                  # unstated: the engine's limit
 
 
 def test_disagg_rows_need_a_disaggregated_predictor():

@@ -12,7 +12,7 @@ from perfmodel.analysis.validation.intervals import request_intervals
 
 
 WORKLOAD_FIELDS = ("activations", "batch", "prompt_tokens", "output_tokens", "context_tokens",
-                   "new_tokens", "attention", "ep", "dp", "profile")
+                   "new_tokens", "attention", "ep", "dp", "nodes", "profile")
 
 
 def register(sub) -> None:

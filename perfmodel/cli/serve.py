@@ -22,7 +22,7 @@ def float_list(text: str) -> list[float]:
     return vals
 
 
-SERVE_FIELDS = ("activations", "ep", "dp", "profile", "prompt_tokens", "output_tokens",
+SERVE_FIELDS = ("activations", "ep", "dp", "nodes", "profile", "prompt_tokens", "output_tokens",
                 "num_requests", "burstiness", "range_ratio", "prefix_hit", "ttft_slo_s",
                 "tpot_slo_s", "seed", "max_num_seqs", "max_num_batched_tokens")
 """Query fields `perfmodel serve` takes as flags (the levels and --trace are added beside)."""
@@ -52,6 +52,9 @@ def run(args) -> int:
     if args.disagg:
         if args.timeline:
             raise PerfModelError("--timeline is not available with --disagg")
+        if args.nodes is not None:
+            raise PerfModelError("--nodes is not available with --disagg (the pools are laid "
+                                 "over the card's scale-up domains: docs/disagg.md)")
         return run_disagg(args)
     if args.trace is None and (args.prompt_tokens is None or args.output_tokens is None):
         raise PerfModelError("--prompt-tokens and --output-tokens are required without --trace")

@@ -33,6 +33,9 @@ def add_disagg_args(p) -> None:
         p.add_argument(f"--{role}-ep", type=positive_int, default=1, help=f"EP of one {role} worker")
         p.add_argument(f"--{role}-dp", type=positive_int, default=1,
                        help=f"attention DP of one {role} worker")
+        p.add_argument(f"--{role}-max-batch", type=positive_int, default=None,
+                       help=f"requests one {role} worker runs at once, over its DP ranks "
+                            "(engine max_batch_size; default: the engine preset's limit)")
     p.add_argument("--layerwise-transfer", action="store_true",
                    help="KV sent layer by layer during prefill (Mooncake); default: after it")
 
@@ -78,7 +81,9 @@ def run_disagg(args) -> int:
             raise PerfModelError(f"--{flag.replace('_', '-')} is not modelled with --disagg")
     pools = {role: dict(workers=getattr(args, f"{role}_workers"), tp=getattr(args, f"{role}_tp"),
                         pp=getattr(args, f"{role}_pp"), ep=getattr(args, f"{role}_ep"),
-                        dp=getattr(args, f"{role}_dp")) for role in ("prefill", "decode")}
+                        dp=getattr(args, f"{role}_dp"),
+                        max_batch=getattr(args, f"{role}_max_batch"))
+             for role in ("prefill", "decode")}
     extra = {k: getattr(args, k) for k in ("activations", "range_ratio", "prefix_hit",
                                            "burstiness", "ttft_slo_s", "tpot_slo_s")
              if getattr(args, k, None) is not None}

@@ -8,6 +8,8 @@ from perfmodel.analysis import sizing, sizing_disagg
 from perfmodel.cli.common import (add_query_args, int_list, nonneg_float, positive_float,
                                   positive_int, print_json, print_table, str_list)
 from perfmodel.core.errors import PerfModelError
+from perfmodel.core.hardware import load_gpu
+from perfmodel.core.topology import node_gpus
 from perfmodel.core.units import ms
 
 
@@ -37,7 +39,10 @@ def register(sub) -> None:
     p.add_argument("--precisions", type=str_list, default=None,
                    help="WEIGHTS or WEIGHTS/KV, comma-separated (default: bf16,fp8,int4,fp4)")
     p.add_argument("--engines", type=str_list, default=None, help="engine ids (default: vllm)")
-    p.add_argument("--max-gpus", type=positive_int, default=8, help="GPUs at most (default 8)")
+    p.add_argument("--max-gpus", type=positive_int, default=None, help="GPUs at most (default 8)")
+    p.add_argument("--nodes", type=positive_int, default=None,
+                   help="servers at most: GPUs at most = NODES x the GPU's gpus_per_node "
+                        "(hardware YAML); needs one GPU in --gpus, excludes --max-gpus")
     p.add_argument("--counts", type=int_list, default=None, help="only these total GPU counts")
     p.add_argument("--price", type=price_pair, action="append", default=None,
                    help="override a price: USD_PER_GPU_HOUR for every GPU, or GPU=USD_PER_HOUR "
@@ -52,7 +57,20 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _max_gpus(args) -> int:
+    """--max-gpus, or --nodes x the one GPU's server size (core/topology.py)."""
+    if args.nodes is None:
+        return 8 if args.max_gpus is None else args.max_gpus
+    if args.max_gpus is not None:
+        raise PerfModelError("give --nodes or --max-gpus, not both")
+    if not args.gpus or len(args.gpus) != 1:
+        raise PerfModelError("--nodes needs exactly one GPU in --gpus (servers hold a "
+                             "different number of GPUs per accelerator)")
+    return args.nodes * node_gpus(load_gpu(args.gpus[0], args.hardware_dir))
+
+
 def run(args) -> int:
+    args.max_gpus = _max_gpus(args)
     prices: dict[str, float] = {}
     for d in args.price or []:
         prices.update(d)

@@ -64,9 +64,11 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 # - TensorRT-LLM trtllm-bench (tensorrt_llm/bench/build/tuning.py, finetune_setting): max batch
 #   capped at 4096 / pp, max_num_tokens capped at 32768; the in-flight batcher runs
 #   context and generation requests in one step.
-# - SGLang: chunked_prefill_size 8192 on data-center GPUs (server_args.py); prefill and
-#   decode batches run separately unless --enable-mixed-chunk (off by default), and a
-#   waiting prefill batch runs before the next decode batch.
+# - SGLang server_args.py (_handle_gpu_memory_settings): chunked_prefill_size 8192 below
+#   160 GiB of device memory ("H100, H200, A100, H20"), 16384 from 160 GiB ("B200, MI300"),
+#   2048 below 35 GiB (A10, L40, 4090: not modelled, they get 8192); prefill and decode
+#   batches run separately unless --enable-mixed-chunk (off by default), and a waiting
+#   prefill batch runs before the next decode batch.
 # - llama.cpp server: n_batch 2048 tokens (common.h); prompt and generation tokens share
 #   one llama_decode call.
 VLLM_SCHEDULER = SchedulerSpec(
@@ -75,8 +77,10 @@ VLLM_SCHEDULER = SchedulerSpec(
     small_gpu_max_num_batched_tokens=2048,
     source="vllm/engine/arg_utils.py get_batch_defaults (V1, `vllm serve`)")
 SGLANG_SCHEDULER = SchedulerSpec(
-    max_num_batched_tokens=8192, chunked_prefill=True, mixed_prefill=False, prefill_first=True,
-    source="sglang server_args.py (chunked_prefill_size 8192, enable_mixed_chunk off)")
+    max_num_batched_tokens=16384, chunked_prefill=True, mixed_prefill=False, prefill_first=True,
+    small_gpu_bytes=160 * GiB, small_gpu_max_num_batched_tokens=8192,
+    source="sglang server_args.py (chunked_prefill_size 8192 below 160 GiB, 16384 from 160 GiB; "
+           "enable_mixed_chunk off)")
 TRTLLM_SCHEDULER = SchedulerSpec(
     max_num_seqs=4096, max_num_batched_tokens=32768, chunked_prefill=True, mixed_prefill=True,
     seqs_divided_by_pp=True, kv_reserve_output=True,
@@ -104,9 +108,16 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
     # Python 4.8-6.3 ms, generate(1) setup 2-5 ms. gpt-fast blog 2023: eager Llama-7B 25 tok/s
     # (40 ms/token) on an A100, host-bound. Plain torch eager: 1420 kernels per step (44 per
     # layer), 16.6-27 ms per step, fitted launch_s 13-15 us. MEASURED_UNCERTAINTY below.
+    # The 7th run (20261201b) times host-bound points in interleaved rounds: HF decode's
+    # fastest round 31.7-36.7 ms/token over six (B, prompt) configs, its slow rounds up to
+    # 92 ms (the VM's slow host state). hf-eager launch_s 24 us puts the preset's B=1 decode
+    # (43 ms) between that fast state and the older runs' medians (~55 ms).
+    # fp8 (W8A8, torch._scaled_mm) in plain torch: 1516 kernels per decode step against 1420
+    # in bf16 at B=1 S=512 (the step's CUDA graph, raw-h200-sxm-20261201b.json): (1516 -
+    # 1420) / 32 layers = 3 activation casts (x.to(float8)) per layer.
     EngineProfile(
         id="hf-eager", name="Hugging Face transformers generate (eager PyTorch)",
-        kernels_per_layer=48, launch_s=28e-6, graph_launch_s=0.0,
+        kernels_per_layer=48, launch_s=24e-6, graph_launch_s=0.0,
         cpu_overhead_per_step_s=5.5e-3, per_request_overhead_s=3.5e-3,
         attention="naive", batching="static", kv_memory_fraction=0.95, kv_block_tokens=1,
         kv_prealloc="request", quant_kernel_efficiency=0.5, fused_elementwise=False,
@@ -116,6 +127,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
     EngineProfile(
         id="torch-eager", name="Plain PyTorch eager (gpt-fast without compile)",
         kernels_per_layer=44, launch_s=14e-6, graph_launch_s=0.0,
+        act_quant_kernels_per_layer=3.0,
         cpu_overhead_per_step_s=0.3e-3, per_request_overhead_s=5e-3,
         attention="flash", batching="static", kv_memory_fraction=0.92, kv_block_tokens=1,
         quant_kernel_efficiency=0.6, fused_elementwise=False, **_STATIC_CACHE,
@@ -123,6 +135,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
     EngineProfile(
         id="torch-graph", name="PyTorch with CUDA graphs (unfused kernels)",
         kernels_per_layer=40, launch_s=0.0, graph_launch_s=30e-6,
+        act_quant_kernels_per_layer=3.0,
         cpu_overhead_per_step_s=0.2e-3, per_request_overhead_s=5e-3,
         attention="flash", batching="static", kv_memory_fraction=0.92, kv_block_tokens=1,
         quant_kernel_efficiency=0.6, fused_elementwise=False, **_STATIC_CACHE,

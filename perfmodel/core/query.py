@@ -94,6 +94,11 @@ class Query(BaseModel):
     dp: Count = Field(title="DP", default=1,
                       description="Attention data-parallel groups of tp GPUs "
                       "(SGLang --enable-dp-attention, TRT-LLM attention_dp).")
+    nodes: Count | None = Field(
+        title="Nodes", default=None,
+        description="Servers the tp x dp x pp GPUs are laid over, evenly (hardware YAML "
+        "gpus_per_node per server, scale_up_gpus per NVLink domain); decides which "
+        "collectives cross the inter-node link (default: as many as the GPUs fill).")
     attention: Literal["naive", "flash", "paged"] | None = Field(
         default=None, description="Override the engine's attention kernel.")
     profile: str | Path | Profile | None = Field(

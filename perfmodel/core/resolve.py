@@ -16,14 +16,17 @@ from perfmodel.core.parallel import validate_deployment
 from perfmodel.core.predict import Scenario
 from perfmodel.core.profile import Profile, apply_engine, load_profile
 from perfmodel.core.specs import Deployment, HardwareSpec, ModelSpec, Precision
+from perfmodel.core.topology import nodes_domain
 
 
 def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "bf16",
             kv: str | None = None, activations: str | None = None, engine: str = "vllm",
             tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1, attention: str | None = None,
-            profile: str | Path | Profile | None = None,
-            hardware_dir: str | None = None) -> tuple[Scenario, list[str], list[str]]:
-    """Ids -> a Scenario, with the warnings and the defaults that were filled in."""
+            profile: str | Path | Profile | None = None, hardware_dir: str | None = None,
+            nodes: int | None = None) -> tuple[Scenario, list[str], list[str]]:
+    """Ids -> a Scenario, with the warnings and the defaults that were filled in. `nodes`:
+    the servers the tp x dp x pp GPUs are laid over (core/topology.py), None: as many as
+    they fill."""
     m = model if isinstance(model, ModelSpec) else load_model(model)
     hw = gpu if isinstance(gpu, HardwareSpec) else load_gpu(gpu, hardware_dir)
     picked = []
@@ -62,6 +65,9 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
                                 "hardware_db latency used")
     try:
         dep = Deployment(tp=tp, pp=pp, ep=ep, dp=dp)
+        if nodes is not None:
+            dep = Deployment(tp=tp, pp=pp, ep=ep, dp=dp,
+                             gpus_per_node=nodes_domain(hw, dep.num_gpus, nodes))
     except ValidationError as exc:
         raise PerfModelError(f"deployment {pydantic_message(exc)}") from None
     validate_deployment(m, dep)

@@ -33,6 +33,7 @@ from perfmodel.core.parallel import comm_times, rank_ops
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
                              Precision)
 
+W8A8_DTYPES = ("fp8", "int8")   # matmul dtypes that quantize activations each step
 DEQUANT_TILE_ROWS = 64.0       # weight-only kernels dequantize once per tile of M rows (Marlin)
 VECTOR_EFFICIENCY = 0.5        # non-tensor-core arithmetic reaches about half its peak
 HALF_TO_FP32_VECTOR = 8.0       # assumption for a card whose datasheet lists no fp32 peak: its
@@ -177,6 +178,11 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         comm_sum = comm_sum + t
         times.append(OpTime(name, "comm", t, 0.0, 0.0, 0.0, 0.0))
 
+    if dtype in W8A8_DTYPES and engine.act_quant_kernels_per_layer:
+        # activation quantize casts, one small elementwise kernel each (engine field)
+        extra = engine.act_quant_kernels_per_layer * m.num_layers
+        kernels = kernels + extra
+        gpu = gpu + extra * eff.kernel_s
     cpu = kernels * engine.launch_s + engine.graph_launch_s
     step = np.maximum(gpu, cpu) + engine.cpu_overhead_per_step_s
     work = total(op_list)

@@ -224,6 +224,10 @@ class EngineProfile(Spec):
     id: str = Field(description="Engine id, e.g. 'vllm'.")
     name: str = Field(description="Display name.")
     kernels_per_layer: float = Field(gt=0, description="GPU kernels launched per transformer layer.")
+    act_quant_kernels_per_layer: float = Field(
+        default=0.0, ge=0, description="Extra kernels per layer of a W8A8 step (fp8/int8 "
+        "matmuls on their tensor cores): the activation quantize casts an unfused engine "
+        "launches before its scaled matmuls. 0: fused into the neighbouring kernels.")
     launch_s: float = Field(ge=0, description="CPU time to issue one kernel (0 inside a CUDA graph).")
     graph_launch_s: float = Field(ge=0, description="CPU time to replay one captured graph per step.")
     cpu_overhead_per_step_s: float = Field(

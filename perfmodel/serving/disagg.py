@@ -13,10 +13,13 @@ and the KV cache moved between them. Two runs of the one scheduler simulation
    of which P are already cached (its KV arrived) and O-1 outputs, so its first step there
    computes token 2 next to the running decodes, exactly as a decode step.
 
-Metrics (the keys of api.serve): the first token is produced by the prefill worker and
-reaches the client once its KV has landed on the decode worker (SGLang PD and TensorRT-LLM
-disaggregated serving return the context phase's token through the decode server), so
-    TTFT = prefill queue + prefill + KV transfer;
+Metrics (the keys of api.serve): the client's token stream comes from the decode worker
+(Dynamo's disaggregation design, docs/design_docs/disagg_serving.md: the router sends the
+prefill request, then the decode request with the transfer metadata, and "Decode -> Frontend:
+stream tokens"; SGLang PD's router and vLLM's P/D proxy likewise stream the decode server's
+response), so the first token reaches the client when the decode worker has the KV, has
+admitted the request into its batch and run its first step:
+    TTFT = prefill queue + prefill + KV transfer + decode admission + one decode step;
     TPOT = (last token - TTFT instant) / (O - 1), the decode pool's queueing included.
 A closed loop at concurrency C (each request sent when an earlier one finishes) couples the
 pools; its send times are found by fixed-point iteration: start with generations of C
@@ -34,6 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.predict import Scenario
+from perfmodel.serving.disagg_bundle import (BundledCost, bundle_size, bundled_policy,
+                                             step_requests)
 from perfmodel.serving.disagg_transfer import pool_link, schedule_transfers, transfer_s
 from perfmodel.serving.scheduler import Policy, simulate
 from perfmodel.serving.simulate import ServePoint, _cost, _pct, _policy, _weighted_pct
@@ -53,6 +58,11 @@ class PoolLayout(BaseModel):
     pp: int = Field(default=1, gt=0, description="Pipeline-parallel degree of one worker.")
     ep: int = Field(default=1, gt=0, description="Expert-parallel degree of one worker.")
     dp: int = Field(default=1, gt=0, description="Attention data-parallel degree of one worker.")
+    max_batch: int | None = Field(
+        default=None, gt=0, le=1 << 20,
+        description="Requests one worker runs at once (its engine's max_batch_size / "
+        "max_num_seqs as the deployment sets it per role, over all its attention-DP ranks); "
+        "None: the engine preset's online-server limit.")
 
     @property
     def gpus_per_worker(self) -> int:
@@ -69,12 +79,21 @@ class _Pool:
     layout: PoolLayout
     cost: StepCost
     pol: Policy
+    bundle: int = 1             # requests per simulated request (serving/disagg_bundle.py)
+
+    def bundled(self, k: int, prompt: int | None = None) -> "_Pool":
+        """The pool as bundles of k requests see it (`prompt`: the prefill pool's)."""
+        if k == 1:
+            return self
+        group = None if prompt is None else step_requests(self.pol, prompt)
+        return replace(self, cost=BundledCost(self.cost, k, group),
+                       pol=bundled_policy(self.pol, k, prompt), bundle=k)
 
 
 @dataclass
 class _Run:
     send: np.ndarray
-    first: np.ndarray           # the client's first token (prefill done + transfer)
+    first: np.ndarray           # the client's first token (the decode worker's first step)
     finish: np.ndarray
     preemptions: int
     max_running: int
@@ -106,15 +125,19 @@ def _pipeline(pf: _Pool, dc: _Pool, link, layerwise: bool, req: Requests, send) 
     """Both stages for requests sent at `send`."""
     P, O, cached = req.prompt_tokens, req.output_tokens, req.cached_tokens
     w_pre, done, _, pre1, _, _, _ = _run_pool(pf, send, P, np.ones_like(O), cached)
-    arrive = schedule_transfers(done, w_pre, transfer_s(pf.sc, link, P, layerwise))
+    xfer, k = transfer_s(pf.sc, link, P, layerwise), pf.bundle
+    if k > 1:      # bundles: the mean member's times (serving/disagg_bundle.py)
+        done = done - pf.cost.first_offset_s(int(P[0]))
+    arrive = schedule_transfers(done, w_pre, xfer * k) - (k - 1) / 2 * xfer
     finish = arrive.copy()
     pre2, most, itl_v, itl_w = 0, 0, [], []
+    first = arrive.copy()
     multi = O > 1
     if multi.any():
-        _, _, fin, pre2, most, itl_v, itl_w = _run_pool(
+        _, dfirst, fin, pre2, most, itl_v, itl_w = _run_pool(
             dc, arrive[multi], P[multi] + 1, O[multi] - 1, P[multi])
-        finish[multi] = fin
-    return _Run(send=send, first=arrive, finish=finish, preemptions=pre1 + pre2,
+        first[multi], finish[multi] = dfirst, fin
+    return _Run(send=send, first=first, finish=finish, preemptions=pre1 + pre2,
                 max_running=most, itl_values=itl_v, itl_weights=itl_w)
 
 
@@ -143,9 +166,10 @@ def _take(req: Requests, k: int) -> Requests:
 
 
 def _plan(sc: Scenario, conc: int | None, *, prompt: int, output: int, share: int,
-          overhead: bool):
+          overhead: bool, max_batch: int | None = None):
     """(policy or None, reason, fits, the worker's workload) for one worker of a pool serving
-    `share` requests, `conc` of them at once (None: as they come)."""
+    `share` requests, `conc` of them at once (None: as they come), at most `max_batch` of
+    them running (None: the engine's limit)."""
     shape = dict(prompt_tokens=prompt, output_tokens=output, num_requests=share)
     if conc is not None:
         worker_wl = ServeWorkload.make(arrival="closed", concurrency=conc, **shape)
@@ -154,6 +178,11 @@ def _plan(sc: Scenario, conc: int | None, *, prompt: int, output: int, share: in
     pol, reason, fits = _policy(sc, worker_wl)
     if pol is not None and not overhead:   # tokenized and admitted by the prefill worker
         pol = replace(pol, request_overhead_s=0.0)
+    if pol is not None and max_batch is not None and max_batch < pol.max_seqs:
+        pol = replace(pol, max_seqs=max_batch)
+        if conc is not None and min(conc, share) > max_batch:
+            fits, reason = False, (f"concurrency {min(conc, share)} > max batch {max_batch} "
+                                   "of the worker: the rest queue")
     return pol, reason, fits, worker_wl
 
 
@@ -182,13 +211,14 @@ def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_la
     for wl in workloads:
         n, P, O = wl.n_requests, wl.longest_prompt, wl.longest_output
         pp = _plan(pre, None, prompt=P, output=1, share=math.ceil(n / pre_layout.workers),
-                   overhead=True)
+                   overhead=True, max_batch=pre_layout.max_batch)
         if pp[0] is None:
             raise PerfModelError(f"the prefill worker ({_desc(pre_layout)}) cannot hold one "
                                  f"request: {pp[1]}")
         dconc = None if wl.concurrency is None else math.ceil(min(wl.concurrency, n) / dec_layout.workers)
         dp = _plan(dec, dconc, prompt=P + 1, output=max(O - 1, 1),
-                   share=math.ceil(n / dec_layout.workers), overhead=False)
+                   share=math.ceil(n / dec_layout.workers), overhead=False,
+                   max_batch=dec_layout.max_batch)
         if dp[0] is None:
             raise PerfModelError(f"the decode worker ({_desc(dec_layout)}) cannot receive the KV "
                                  f"of one request: {dp[1]}")
@@ -202,16 +232,28 @@ def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_la
         head = dict(concurrency=wl.concurrency, rate_rps=wl.rate_rps, num_requests=wl.n_requests)
         req = wl.requests()
         if wl.concurrency is not None:
-            run = _closed_loop(pf, dc, link, layerwise, req, wl.concurrency)
+            k = _bundle(req, wl.concurrency)
+            C, req = max(1, round(wl.concurrency / k)), _take(req, max(1, round(req.prompt_tokens.size / k)))
+            run = _closed_loop(pf.bundled(k, int(req.prompt_tokens[0])), dc.bundled(k), link,
+                               layerwise, req, C)
+            run.max_running *= k
         else:
-            run = _pipeline(pf, dc, link, layerwise, req, req.send_s)
+            k, run = 1, _pipeline(pf, dc, link, layerwise, req, req.send_s)
         out.append(_summarize(run, req, head, dp[2], f"decode worker: {dp[1]}", ttft_slo_s,
-                              tpot_slo_s))
+                              tpot_slo_s, k))
     return out, kind
 
 
+def _bundle(req: Requests, concurrency: int) -> int:
+    """Bundle size of a closed-loop level: only requests of one shape are bundled."""
+    same = all(np.all(a == a[0]) for a in (req.prompt_tokens, req.output_tokens,
+                                           req.cached_tokens) if a.size)
+    return bundle_size(concurrency) if same else 1
+
+
 def _summarize(run: _Run, req: Requests, head: dict, fits: bool, reason: str,
-               ttft_slo_s, tpot_slo_s) -> ServePoint:
+               ttft_slo_s, tpot_slo_s, k: int = 1) -> ServePoint:
+    """The level's metrics; with bundles of k, each simulated request counts k times."""
     O = req.output_tokens
     ttft, e2e = run.first - run.send, run.finish - run.send
     multi = O > 1
@@ -237,6 +279,6 @@ def _summarize(run: _Run, req: Requests, head: dict, fits: bool, reason: str,
         itl_p50_s=_weighted_pct(itl_v, itl_w, 50), itl_p90_s=_weighted_pct(itl_v, itl_w, 90),
         itl_p99_s=_weighted_pct(itl_v, itl_w, 99),
         e2e_p50_s=_pct(e2e, 50), e2e_p90_s=_pct(e2e, 90), e2e_mean_s=float(np.mean(e2e)),
-        output_tok_s_total=float(O.sum()) / wall, request_rate_rps=ttft.size / wall, wall_s=wall,
-        goodput_rps=float(good.sum()) / wall if slo else None,
+        output_tok_s_total=k * float(O.sum()) / wall, request_rate_rps=k * ttft.size / wall,
+        wall_s=wall, goodput_rps=k * float(good.sum()) / wall if slo else None,
         slo_attainment=float(good.mean()) if slo else None)

@@ -82,8 +82,8 @@ def serve_disagg(model, gpu, *, prefill, decode, weights: str = "bf16", kv: str 
     assumptions += [
         "requests go round robin to the prefill workers, then (in KV arrival order) to the "
         "decode workers",
-        "TTFT = prefill queue + prefill + KV transfer (the prefill worker's first token is "
-        "streamed once the KV reaches the decode worker)",
+        "TTFT = prefill queue + prefill + KV transfer + the decode worker's admission and first "
+        "step (the client's stream comes from the decode worker: Dynamo, SGLang PD, vLLM P/D)",
         ("KV transfer layer-wise, overlapped with prefill (Mooncake): only the last layer's "
          "share is exposed" if layerwise_transfer else
          "KV transfer starts after the prefill completes (vLLM NIXL, SGLang PD, TRT-LLM "

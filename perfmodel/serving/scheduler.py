@@ -17,6 +17,8 @@ Continuous batching (vLLM V1, TensorRT-LLM in-flight batching, llama.cpp, SGLang
 A request is visible to the scheduler per_request_overhead_s after it is sent (tokenization,
 API server). Between events (an arrival, a finish, KV running out) a decode-only batch is
 fixed and every context grows by one per step, so such runs are priced in one vectorized call.
+Most iterations run in decode epochs (serving/decode_epoch.py): these decisions on scalars
+(a histogram of contexts mod the page size, a shared step count), the same trace.
 
 Static batching (hf-eager, torch-*): when idle, the engine takes every waiting request up to
 what fits padded, prefills them together at the longest prompt, decodes until the longest
@@ -28,88 +30,20 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from perfmodel.core.errors import PerfModelError
+from perfmodel.serving.decode_epoch import decode_epoch
+from perfmodel.serving.sim_state import DECODE_PROBE_STEPS, Policy, Stalled, StepBudget, Trace
 from perfmodel.serving.stepcost import StepCost
 from perfmodel.serving.workload import Requests
 
 
-@dataclass(frozen=True)
-class Policy:
-    """The scheduler parameters one run needs (from SchedulerSpec.limits and the memory model)."""
-
-    static: bool
-    mixed: bool
-    chunked: bool
-    max_seqs: int
-    token_budget: int | None
-    total_blocks: int
-    block_tokens: int
-    reserve_output: bool
-    request_overhead_s: float
-
-
-@dataclass
-class Trace:
-    """What happened: per request times, pooled inter-token gaps, per segment timeline."""
-
-    first_s: np.ndarray
-    finish_s: np.ndarray
-    send_s: np.ndarray
-    preemptions: int = 0
-    itl_values: list = field(default_factory=list)
-    itl_weights: list = field(default_factory=list)
-    # timeline segments: start, duration, steps, decode rows, prompt tokens, waiting, KV blocks
-    segments: list = field(default_factory=list)
-    max_running: int = 0
-
-
-MAX_SIM_STEPS = 80_000
-"""Scheduler iterations (steps or decode-only runs) one `perfmodel serve` call may simulate,
-over all its levels: about 40 us each, so a call stays within a few seconds of CPU. A run
-that needs more stops with a PerfModelError naming this cap (fewer requests or levels, a
-larger token budget)."""
-
-
-class Stalled(PerfModelError):
-    """No request can be scheduled: the level does not fit (reported as fits=False)."""
-
-
-MAX_PRICED_DECODE_STEPS = 20_000_000
-"""Decode steps one call may price (each a float of pooled inter-token gaps, a few ns to
-price and 8 bytes kept): bounds long outputs x many requests. Over it: a PerfModelError."""
-
-DECODE_PROBE_STEPS = 256   # a decode run is priced in doubling pieces from this many steps
-
-
-class StepBudget:
-    """Scheduler iterations and priced decode steps left to one call (shared by its levels)."""
-
-    def __init__(self, steps: int = MAX_SIM_STEPS, decode_steps: int = MAX_PRICED_DECODE_STEPS):
-        self.cap = self.left = int(steps)
-        self.decode_cap = self.decode_left = int(decode_steps)
-
-    def spend(self) -> None:
-        self.left -= 1
-        if self.left < 0:
-            raise PerfModelError(f"the serving simulation needs more than {self.cap} scheduler "
-                                 "steps (the cap per call): lower num_requests or the levels, or "
-                                 "raise max_num_batched_tokens")
-
-    def spend_decode(self, k: int) -> None:
-        self.decode_left -= int(k)
-        if self.decode_left < 0:
-            raise PerfModelError(f"the serving simulation needs more than {self.decode_cap} decode "
-                                 "steps (the cap per call): lower num_requests, output_tokens "
-                                 "or the levels")
-
-
 class _Sim:
-    def __init__(self, cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None):
-        self.cost, self.pol = cost, pol
+    def __init__(self, cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None,
+                 epochs: bool = True):
+        self.cost, self.pol, self.epochs = cost, pol, epochs
         self.budget = budget or StepBudget()
         n = req.prompt_tokens.size
         self.n = n
@@ -124,8 +58,9 @@ class _Sim:
         self.pending: list = []                 # heap of (visible_s, index)
         self.next_send = 0                      # closed loop: next request to send
         self.waiting: deque = deque()
-        self.running: list[int] = []
-        self._run_arr: np.ndarray | None = None  # cached np.array(running), reset on change
+        self._rbuf = np.zeros(n, dtype=int)     # running requests in admission order:
+        self.nrun = 0                           # the first nrun entries (no list round trips)
+        self.itl1: list = []                    # single-step inter-token gaps (value, rows)
         self.used_blocks = 0.0
         self.finished = 0
         self.t = 0.0
@@ -150,9 +85,8 @@ class _Sim:
             self.waiting.append(heapq.heappop(self.pending)[1])
 
     def _run(self) -> np.ndarray:
-        if self._run_arr is None:
-            self._run_arr = np.array(self.running, dtype=int)
-        return self._run_arr
+        """The running requests (a view: copy before the set changes)."""
+        return self._rbuf[:self.nrun]
 
     def _blocks_for(self, tokens):
         return np.ceil(np.asarray(tokens, dtype=float) / self.pol.block_tokens)
@@ -168,8 +102,11 @@ class _Sim:
         self.ctx[i] = ctx
 
     def _preempt_last(self) -> None:
-        i = self.running.pop()
-        self._run_arr = None
+        self.nrun -= 1
+        self._requeue(int(self._rbuf[self.nrun]))
+
+    def _requeue(self, i: int) -> None:
+        """Request i, just taken off the running set, waits first to recompute."""
         self.used_blocks -= self.blocks[i]
         self.blocks[i] = 0.0
         self.need[i] = self.prompt[i] + self.gen[i]
@@ -216,7 +153,7 @@ class _Sim:
             dec = np.zeros(0, int) if prefill_turn else run[~prefilling][:int(min(budget, run.size))]
             # one more token needs a new block only where the last block is full
             grow = float(np.count_nonzero(self.blocks[dec] * pol.block_tokens <= self.ctx[dec]))
-            if grow <= self._free() or not self.running:
+            if grow <= self._free() or not self.nrun:
                 break
             self._preempt_last()
             preempted = True
@@ -235,7 +172,7 @@ class _Sim:
                 chunks.append((int(i), c))
                 spare -= extra
                 left -= c
-            while (self.waiting and left > 0 and len(self.running) < pol.max_seqs
+            while (self.waiting and left > 0 and self.nrun < pol.max_seqs
                    and not preempted):     # vLLM admits nobody in a step that preempted
                 i = self.waiting[0]
                 c = self._chunk(i, left, bool(chunks or dec.size))
@@ -245,8 +182,8 @@ class _Sim:
                 if extra > spare or (pol.reserve_output and not self._reservable(i)):
                     break
                 self.waiting.popleft()
-                self.running.append(i)
-                self._run_arr = None
+                self._rbuf[self.nrun] = i
+                self.nrun += 1
                 chunks.append((int(i), c))
                 spare -= extra
                 left -= c
@@ -267,7 +204,7 @@ class _Sim:
 
     def _admissible(self, budget: float) -> bool:
         """Could the first waiting request start a prompt-only step now?"""
-        if not self.waiting or len(self.running) >= self.pol.max_seqs:
+        if not self.waiting or self.nrun >= self.pol.max_seqs:
             return False
         i = self.waiting[0]
         c = self._chunk(i, budget, False)
@@ -276,22 +213,34 @@ class _Sim:
         return (math.ceil((float(self.ctx[i]) + c) / self.pol.block_tokens)
                 - float(self.blocks[i])) <= self._free()
 
-    def _reservable(self, i: int) -> bool:
+    def _reserved_blocks(self) -> float:
+        """Blocks the running requests' whole prompts + outputs reserve (a decode epoch
+        shadows this with its running sum)."""
         run = self._run()
-        reserved = float(np.sum(self._blocks_for(self.need[run] + self.out[run]))) if run.size else 0.0
+        return float(np.sum(self._blocks_for(self.need[run] + self.out[run]))) if run.size else 0.0
+
+    def _reservable(self, i: int) -> bool:
+        reserved = self._reserved_blocks()
         return reserved + float(self._blocks_for(self.need[i] + self.out[i] - self.gen[i])) <= self.pol.total_blocks
 
     def _decode_run(self, dec: np.ndarray) -> None:
         """k decode-only steps until the next event, priced in one call."""
         k = int(np.min(self.out[dec] - self.gen[dec]))
         k = min(k, self._kv_steps(dec, k))
-        ctx0 = float(np.mean(self.ctx[dec]))
+        k = self._run_steps(dec.size, float(np.mean(self.ctx[dec])), k)
+        self._set_ctx(dec, self.ctx[dec] + k)
+        self.gen[dec] += k
+        self._retire(dec)
+
+    def _run_steps(self, d: int, ctx0: float, k: int) -> int:
+        """Price, record and time up to k decode-only steps of d rows (mean context ctx0):
+        the run ends early at the next arrival. Returns the steps taken."""
         # price the run in doubling pieces while the next arrival falls past them, so a long
         # run cut short by an arrival costs about the steps it takes, not k
         kk = min(k, DECODE_PROBE_STEPS) if self.pending else k
         while True:
             self.budget.spend_decode(kk)
-            dur = self.cost.decode_run_s(dec.size, ctx0, kk)
+            dur = self.cost.decode_run_s(d, ctx0, kk)
             ends = self.t + np.cumsum(dur)
             if kk >= k or not (ends[-1] < self.pending[0][0]):
                 break
@@ -299,13 +248,11 @@ class _Sim:
         k = kk
         if self.pending:
             k = min(k, int(np.searchsorted(ends, self.pending[0][0])) + 1)
-        self._record(dec.size, 0, k, float(ends[k - 1] - self.t))
+        self._record(d, 0, k, float(ends[k - 1] - self.t))
         self.tr.itl_values.append(dur[:k])
-        self.tr.itl_weights.append(dec.size)
+        self.tr.itl_weights.append(d)
         self.t = float(ends[k - 1])
-        self._set_ctx(dec, self.ctx[dec] + k)
-        self.gen[dec] += k
-        self._retire(dec)
+        return k
 
     def _kv_steps(self, dec: np.ndarray, k: int) -> int:
         """Most decode steps (<= k, >= 1) whose KV blocks fit. With e_i empty slots in a
@@ -325,9 +272,11 @@ class _Sim:
         idx = np.asarray(idx, dtype=int)
         done = idx[self.gen[idx] >= self.out[idx]].tolist() if idx.size else []
         if done:
+            # every other running sequence has tokens left (only idx advanced this step)
             run = self._run()
-            self._run_arr = run[~np.isin(run, done)]
-            self.running = self._run_arr.tolist()
+            keep = run[self.gen[run] < self.out[run]]
+            self.nrun = keep.size
+            self._rbuf[:keep.size] = keep
             for i in done:
                 self._finish(i, self.t)
 
@@ -340,8 +289,7 @@ class _Sim:
         self._record(dec.size, float(size.sum()), 1, dur)
         self.t += dur
         if dec.size:
-            self.tr.itl_values.append(np.array([dur]))
-            self.tr.itl_weights.append(dec.size)
+            self.itl1.append((dur, dec.size))
             self._set_ctx(dec, self.ctx[dec] + 1)
             self.gen[dec] += 1
         if idx.size:
@@ -354,9 +302,21 @@ class _Sim:
             dec = np.concatenate([dec, firsts])
         self._retire(dec)
 
+    def _flush_itl(self) -> None:
+        """Single-step gaps into the trace, one array per row count (the pooled percentiles
+        do not depend on the order of the values)."""
+        if not self.itl1:
+            return
+        v = np.array([x for x, _ in self.itl1])
+        w = np.array([r for _, r in self.itl1])
+        for rows in np.unique(w).tolist():
+            self.tr.itl_values.append(v[w == rows])
+            self.tr.itl_weights.append(rows)
+        self.itl1 = []
+
     def _record(self, d, p, steps, dur) -> None:
         self.tr.segments.append((self.t, dur, steps, d, p, len(self.waiting), self.used_blocks))
-        self.tr.max_running = max(self.tr.max_running, len(self.running))
+        self.tr.max_running = max(self.tr.max_running, self.nrun)
 
     def _tick(self) -> None:
         """One scheduler iteration: spend the call's budget; the clock must stay finite (a
@@ -368,19 +328,23 @@ class _Sim:
 
     def run_continuous(self) -> Trace:
         while self.finished < self.n:
+            if self.epochs:     # decode-only iterations on scalars (serving/decode_epoch.py)
+                decode_epoch(self)
+                if self.finished >= self.n:
+                    break
             self._tick()
             self._release()
-            if not self.running and not self.waiting:
+            if not self.nrun and not self.waiting:
                 self.t = max(self.t, self.pending[0][0])
                 continue
             dec, chunks = self._plan()
-            if not chunks and not dec.size and self.running:
+            if not chunks and not dec.size and self.nrun:
                 # every running sequence is a half-done prompt and none can take its next
                 # chunk (their chunks filled the pool): preempt the newest, as vLLM does when
                 # it cannot allocate for a running request, and plan again
                 self._preempt_last()
                 continue
-            if not chunks and not dec.size and not self.running and self._evict_cached():
+            if not chunks and not dec.size and not self.nrun and self._evict_cached():
                 continue   # waiting requests' cached prefixes filled the pool: they recompute
             if not chunks and not dec.size:
                 # not reached: _policy checks that one request alone fits the pool and that a
@@ -391,11 +355,12 @@ class _Sim:
                               f"tokens ({self.cached[i]:.0f} cached): it does not fit the KV "
                               f"pool of {self.pol.total_blocks * self.pol.block_tokens} tokens "
                               "or the step's token budget")
-            blocked = not self.waiting or len(self.running) >= self.pol.max_seqs
+            blocked = not self.waiting or self.nrun >= self.pol.max_seqs
             if not chunks and (blocked or not self._admissible(float("inf"))):
                 self._decode_run(dec)
             else:
                 self._step(dec, chunks)
+        self._flush_itl()
         return self.tr
 
     # ---------------------------------------------------------------- static batching
@@ -427,8 +392,11 @@ class _Sim:
         return self.tr
 
 
-def simulate(cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None) -> Trace:
+def simulate(cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None, *,
+             epochs: bool = True) -> Trace:
     """Run every request to completion under the policy; times in seconds from t=0.
-    Raises PerfModelError once the run spends more than the budget's scheduler steps."""
-    sim = _Sim(cost, req, pol, budget)
+    Raises PerfModelError once the run spends more than the budget's scheduler steps.
+    epochs=False runs every iteration through the general loop (the reference the decode
+    epochs are tested against: the same trace)."""
+    sim = _Sim(cost, req, pol, budget, epochs)
     return sim.run_static() if pol.static else sim.run_continuous()

@@ -32,9 +32,10 @@ from perfmodel.serving.scheduler import Policy, Stalled, StepBudget, Trace, simu
 from perfmodel.serving.workload import Requests, ServeWorkload
 
 OPEN_LOOP_REFERENCE_SEQS = 256   # activation peak of an open-loop run: this many sequences
-MAX_SIM_REQUESTS = 20_000
-"""Requests one call simulates over all its levels (about 100 us of CPU each): a call over
-it stops with a one-line PerfModelError naming the cap. Besides, scheduler.MAX_SIM_STEPS
+MAX_SIM_REQUESTS = 30_000
+"""Requests one call simulates over all its levels (about 50 us of CPU each, under KV
+thrash too: serving/decode_epoch.py; a 10-level curve to C=1,024 at 10 x C requests a level
+is 20,460): a call over it stops with a one-line PerfModelError naming the cap. Besides, sim_state.MAX_SIM_STEPS
 caps the scheduler iterations of one call (tiny token budgets, long outputs)."""
 MAX_TIMELINE_SEGMENTS = 2_000
 """A timeline longer than this is down-sampled for display: consecutive segments are merged

@@ -2,7 +2,7 @@
 results. `fit_profile(raw, gpu)` -> (Profile, FitReport); numpy only, no torch.
 
     from perfmodel.analysis.calibration import fit_profile, read_raw
-    profile, report = fit_profile(read_raw("calibrate/data/raw-h200-sxm-20261201.json"))
+    profile, report = fit_profile(read_raw("calibrate/data/raw-h200-sxm-20261201b.json"))
     report.held_out.median_abs_err, [(p.name, p.measured_s, p.fitted_s) for p in report.points]
 """
 

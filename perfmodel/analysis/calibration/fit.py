@@ -4,7 +4,8 @@
    attn_mem are taken as measured. kernel_s (trivial kernels replayed from a graph) is only
    a lower bound for real kernels, so it is a start value that step 3 refines.
 2. Kernel counts of the e2e steps give kernels_per_layer per engine: (kernels - the
-   model's non-layer kernels) / layers, the median over the mode's records. The bench's
+   model's non-layer kernels) / layers, the median over the mode's 16-bit records; and
+   act_quant_kernels_per_layer: the median fp8 - bf16 count at the same shape / layers. The bench's
    compile mode without CUDA graphs sets torch-compile's graph_launch_s to 0.
 3. The e2e points the fit may see (points.py holds ~30% out) fit the remaining parameters
    by least squares on log time through perfmodel's own step_time (solve.py): kernel_s,
@@ -119,7 +120,8 @@ def _check_finite(points, fitted, datasheet, eff, engines) -> None:
                                  f"'{p.name}'; check its batch/context/shape fields")
     values = list(eff.model_dump(exclude={"source"}).values())
     for eng in engines.values():
-        values += [getattr(eng, f) or 0.0 for f in ("kernels_per_layer",) + ENGINE_FIELDS]
+        values += [getattr(eng, f) or 0.0 for f in ("kernels_per_layer", "act_quant_kernels_per_layer")
+                   + ENGINE_FIELDS]
     if not all(np.isfinite(v) for v in values):
         raise PerfModelError("raw JSON: the fit did not converge to finite parameters; "
                              "check the records' seconds")
@@ -162,6 +164,18 @@ def _non_layer_kernels(model) -> float:
                if not op.per_layer)
 
 
+def _kernel_counts(recs, mode) -> tuple[list[float], list[float]]:
+    """Kernel counts of a mode's 16-bit steps, and (fp8 count - bf16 count) of the steps
+    measured in both dtypes at the same phase, batch, context and length: W8A8 launches
+    activation casts that 16-bit steps do not (EngineProfile.act_quant_kernels_per_layer)."""
+    key = lambda r: (r["phase"], r["batch"], r["context"], r["new_tokens"])  # noqa: E731
+    mine = [r for r in recs if r["mode"] == mode and r.get("kernels")]
+    half = {key(r): float(r["kernels"]) for r in mine if r["dtype"] in ("bf16", "fp16")}
+    fp8 = {key(r): float(r["kernels"]) for r in mine if r["dtype"] == "fp8_e4m3"}
+    counts = list(half.values()) if half else [float(r["kernels"]) for r in mine]
+    return counts, [fp8[k] - half[k] for k in fp8 if k in half]
+
+
 def _engine_start(raw, model, points, micro, notes):
     """Start engines (presets + measured kernel counts + what the bench's modes imply),
     their free parameters, and the measured fields."""
@@ -177,14 +191,19 @@ def _engine_start(raw, model, points, micro, notes):
         mode = mine[0].mode
         upd: dict[str, float] = {}
         src: dict[str, str] = {}
-        counts = [r["kernels"] for r in recs if r["mode"] == mode and r.get("kernels")]
+        counts, quant = _kernel_counts(recs, mode)
         if counts:
             upd["kernels_per_layer"] = max((float(np.median(counts)) - base) / model.num_layers, 0.1)
             measured[f"{eid}.kernels_per_layer"] = (upd["kernels_per_layer"],
-                                                    f"median kernel count of {len(counts)} {mode} steps")
+                                                    f"median kernel count of {len(counts)} 16-bit {mode} steps")
         else:
             notes.append(f"{eid}.kernels_per_layer kept its preset {eng.kernels_per_layer:g}: "
                          f"no kernel count for {mode} steps")
+        if quant:
+            upd["act_quant_kernels_per_layer"] = max(float(np.median(quant)) / model.num_layers, 0.0)
+            measured[f"{eid}.act_quant_kernels_per_layer"] = (
+                upd["act_quant_kernels_per_layer"],
+                f"median fp8 - bf16 kernel count of {len(quant)} {mode} steps at the same shape")
         if mode == "compile" and graphless:
             upd["graph_launch_s"] = 0.0
             measured[f"{eid}.graph_launch_s"] = (0.0, "compiled without CUDA graphs")

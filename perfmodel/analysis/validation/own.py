@@ -16,12 +16,15 @@ num_gpus = tensor_parallel = tp.
 The model is the catalog id the shape's name refers to ("llama-3.1-8b-shape" ->
 llama-3.1-8b) only when every shape field agrees with that catalog entry; otherwise the raw
 name is kept and validate lists the rows as unmapped.
+Host-bound records timed in rounds give their fastest round, as the fit takes them
+(calibration.points.measured_seconds).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from perfmodel.analysis.calibration.points import measured_seconds
 from perfmodel.core.catalog import load_model
 from perfmodel.core.files import DATA_MAX_BYTES, load_mapping
 from perfmodel.core.errors import PerfModelError, SpecFileError
@@ -60,7 +63,7 @@ def _row(env: dict, source: str, rec: dict, shape: dict,
     mode, phase = rec.get("mode"), rec.get("phase")
     if mode not in FRAMEWORKS or phase not in ("decode", "prefill"):
         return None
-    seconds, batch = float(rec["seconds"]), int(rec["batch"])
+    seconds, batch = measured_seconds(rec), int(rec["batch"])   # the fit's rule (rounds)
     framework = FRAMEWORKS[mode]
     if mode == "compile" and compile_mode in GRAPHLESS_COMPILE_MODES:
         framework = f"torch.compile mode={compile_mode}, no CUDA graphs (calibrate/bench.py)"

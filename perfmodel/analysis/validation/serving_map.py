@@ -19,7 +19,9 @@ General rules only (nothing here names a row, a model or a measured value):
   beyond the attention TP group). MoE columns of dense models are ignored;
   Two import encodings are read back to the run's layout (_parallel's docstring);
 - load: concurrency = batch_size (x attention_dp where stated: batch per DP rank);
-  prompt = isl; output = osl.
+  prompt = isl; output = osl;
+- recipe: how the row's harness ran the benchmark, from its source column (serving_recipe.py),
+  stated in its assumptions.
 Rows the model cannot express yet are unmapped with the reason: attention DP until the
 predictor supports it (its Capabilities, read from its signature, so the rows map once it
 does), and disaggregated rows unless the predictor has a disaggregated model (their rules:
@@ -36,7 +38,9 @@ from perfmodel.core.errors import PerfModelError
 from perfmodel.core.hardware import list_gpus, load_gpu
 from perfmodel.core.specs import ModelSpec, Precision, parse_format
 from perfmodel.analysis.validation.names import engine_id, model_id
-from perfmodel.analysis.validation.serving_map_disagg import ROLES, RoleView, concurrency, workers
+from perfmodel.analysis.validation.serving_map_disagg import (ROLES, RoleView, concurrency,
+                                                               expert_span, max_batch, workers)
+from perfmodel.analysis.validation.serving_recipe import Recipe, recipe_for
 from perfmodel.analysis.validation.serving_table import ServingMeasurement
 
 # quant mode cell -> (weights, activations): the formats parse_format reads
@@ -92,6 +96,8 @@ class ServingTarget(BaseModel):
         default=None, description="disagg: the prefill pool (workers, tp, pp, ep, dp)")
     decode: dict[str, int] | None = Field(
         default=None, description="disagg: the decode pool (workers, tp, pp, ep, dp)")
+    recipe: Recipe = Field(default_factory=Recipe,
+                           description="How the row's harness ran it (serving_recipe.py).")
 
     @property
     def num_gpus(self) -> int:
@@ -103,7 +109,8 @@ class ServingTarget(BaseModel):
         """Everything but the concurrency: rows sharing it are predicted together."""
         pools = tuple(tuple(sorted(p.items())) if p else None for p in (self.prefill, self.decode))
         return (self.model, self.gpu, self.engine, self.weights, self.activations, self.kv,
-                self.tp, self.pp, self.ep, self.attention_dp, self.prompt, self.output) + pools
+                self.tp, self.pp, self.ep, self.attention_dp, self.prompt, self.output) + pools \
+            + self.recipe.key()
 
 
 class ServingUnmapped(BaseModel):
@@ -309,12 +316,13 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
                "KV precision is not stated per row)")
     tp, pp, ep, dp, factor, p_notes = par
     conc *= factor
+    recipe = recipe_for(r.get("source"), engine, prompt)
     return ServingTarget(
         measurement=r, model=spec.id, gpu=gpu, engine=engine, weights=weights,
         activations=acts, kv=kv, tp=tp, pp=pp, ep=ep, attention_dp=dp, moe=spec.is_moe,
         prompt=prompt, output=output, concurrency=conc,
-        assumptions=eng_notes + w_notes + [kv_note] + p_notes,
-        prefill=pools.get("prefill"), decode=pools.get("decode"))
+        assumptions=eng_notes + w_notes + [kv_note] + p_notes + list(recipe.notes),
+        prefill=pools.get("prefill"), decode=pools.get("decode"), recipe=recipe)
 
 
 def _disagg(r: ServingMeasurement, moe: bool):
@@ -327,8 +335,13 @@ def _disagg(r: ServingMeasurement, moe: bool):
         if isinstance(par, str):
             return f"{role}: {par}"
         tp, pp, ep, dp, _, p_notes = par   # the concurrency is the module rule's, not a factor
+        ep, e_notes = expert_span(RoleView(r, role), tp, ep, dp) if moe else (ep, [])
+        p_notes = p_notes + e_notes
         n, w_notes = workers(r, role)
         pools[role] = dict(workers=n, tp=tp, pp=pp, ep=ep, dp=dp)
+        cap = max_batch(r, role, dp) if role == "prefill" else None   # decode: the module rule
+        if cap is not None:
+            pools[role]["max_batch"] = cap
         notes += [f"{role}: {x}" for x in p_notes] + w_notes
     conc = concurrency(r, pools["decode"]["workers"], pools["decode"]["dp"])
     if conc is None:

@@ -3,7 +3,18 @@
 General rules only (nothing names a row, a model or a measured value):
 - each role (prefill_*, decode_*) gets the aggregated rows' parallel rule (serving_map._parallel)
   on its own columns: tp, pp, ep = moe_ep, attention DP stated or implied by moe_tp x moe_ep;
+- experts split by MoE TP over more GPUs than the attention TP group (moe_tp > tp, e.g.
+  attention DP 4 with moe_tp 4, moe_ep 1): the model expresses expert sharding only as EP,
+  so EP = moe_tp x moe_ep / tp (the same expert bytes per GPU; the all-to-all of EP stands
+  in for MoE TP's reduce-scatter/all-gather: stated in the row's assumptions);
 - workers: {role}_num_workers; unstated -> 1 (stated in the row's assumptions);
+- max batch of one worker: {role}_batch_size x the role's attention DP ({role}_batch_size is
+  the engine's max_batch_size per attention-DP rank that the harness sets per role: TRT-LLM's
+  disaggregated recipes give the context and generation servers their own max_batch_size,
+  SGLang's --max-running-requests / vLLM's --max-num-seqs per server); unstated -> the
+  engine preset's limit. Read for the prefill role only: the decode role's equals the
+  concurrency rule below divided over its workers (the run fills the decode batch), so it
+  adds no limit;
 - concurrency: the row's batch_size when given, else decode_batch_size x decode workers x
   decode attention DP (decode_batch_size is per attention-DP rank of one decode worker: the
   ids' c<N> equal this product on the rows that state both), else the id's `_c<N>_`.
@@ -41,6 +52,25 @@ def workers(r: ServingMeasurement, role: str) -> tuple[int, list[str]]:
     if n is None:
         return 1, [f"{role} workers not stated: 1 assumed"]
     return n, []
+
+
+def expert_span(r, tp: int, ep: int, dp: int) -> tuple[int, list[str]]:
+    """(EP, notes): EP widened to moe_tp x moe_ep / tp when MoE TP splits the experts over
+    more GPUs than the attention TP group (the module rule)."""
+    moe_tp, moe_ep = _count(r.get("moe_tp_size")) or 1, _count(r.get("moe_ep_size")) or 1
+    span = moe_tp * moe_ep
+    if moe_tp > tp and span % tp == 0 and span // tp > ep and span // tp <= tp * dp:
+        new = span // tp
+        return new, [f"experts split over moe_tp {moe_tp} x moe_ep {moe_ep} GPUs: modelled as "
+                     f"EP {new} (same expert bytes per GPU; all-to-all instead of MoE TP's "
+                     "collectives)"]
+    return ep, []
+
+
+def max_batch(r: ServingMeasurement, role: str, dp: int) -> int | None:
+    """Requests one worker of the role runs at once (the module rule), None if unstated."""
+    b = _count(r.get(f"{role}_batch_size"))
+    return b * dp if b else None
 
 
 def concurrency(r: ServingMeasurement, decode_workers: int, decode_dp: int) -> int | None:

@@ -30,6 +30,7 @@ from perfmodel.core.errors import PerfModelError
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.profile import Profile
 from perfmodel.analysis.validation.serving_map import Capabilities, ServingTarget
+from perfmodel.analysis.validation.serving_recipe import Recipe
 
 
 class PredictedPoint(BaseModel):
@@ -98,26 +99,39 @@ def _sim_stat(fields) -> str:
 
 def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | None,
               specs: _Specs) -> dict[int, PredictedPoint | str]:
-    """The step-level simulator (perfmodel/serving/simulate.py through api.serve), closed loop
-    at the measured concurrencies with fixed lengths; a level it cannot run gives its reason.
-    Recipe (one assumption for every row; the file does not state it): 10 x C requests, the
-    first C at t=0, fixed ISL/OSL, as AIConfigurator's own closed-loop oracle runs them
-    (ai-dynamo/aiconfigurator tools/queueing_oracle/validate_formula.py: n_mult=10)."""
+    """The step-level simulator (perfmodel/serving/simulate.py, as api.serve runs it), closed
+    loop at the measured concurrencies; a level it cannot run gives its reason. 10 x C
+    requests, the first C at t=0 (AIConfigurator's closed-loop oracle: n_mult=10,
+    tools/queueing_oracle/validate_formula.py; InferenceMAX: --num-prompts 10 x C), with the
+    lengths and engine flags of the row's harness (t.recipe, serving_recipe.py)."""
     from perfmodel import api   # noqa: PLC0415
+    from perfmodel.serving.report import serve_report   # noqa: PLC0415
     if t.prefill and t.decode:
         return _simulated_disagg(t, concurrencies, profile, specs)
     q = api.make_query(model=specs.model(t.model), gpu=specs.gpu(t.gpu), weights=t.weights,
                        kv=t.kv, activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp,
                        ep=t.ep, dp=t.attention_dp, profile=profile, prompt_tokens=t.prompt,
-                       output_tokens=t.output)
-    rep = api.serve(q, concurrencies=concurrencies)
+                       output_tokens=t.output, range_ratio=t.recipe.range_ratio)
+    sc, warnings, assumptions = api.resolve(q)
+    rep = serve_report(q, _with_recipe(sc, t.recipe), warnings, assumptions,
+                       concurrencies=concurrencies)
     return _points(rep)
 
 
-DISAGG_SIM_MAX_CONCURRENCY = 256
+def _with_recipe(sc, recipe: Recipe):
+    """The scenario with the token budget the row's deployment set (serving_recipe.py)."""
+    from perfmodel.serving.simulate import on_server, with_scheduler   # noqa: PLC0415
+    return with_scheduler(on_server(sc), max_num_batched_tokens=recipe.max_num_batched_tokens)
+
+
+DISAGG_SIM_MAX_CONCURRENCY = 16384
 """A bound on validation work, not a judgement of the rows: a disaggregated level is a
-closed loop of 10 x C requests through both pools, iterated to a fixed point, so its cost
-grows with C; levels above this are listed unpredicted with BOUND_REASON."""
+closed loop of 10 x C requests through both pools, iterated to a fixed point; above
+BUNDLE_ABOVE_CONCURRENCY its requests are simulated in bundles (serving/disagg_bundle.py),
+so a level costs about what a level at that concurrency does, but it still builds 10 x C
+requests.
+Levels above this bound (none in the default data: its largest is 12288) are listed
+unpredicted with BOUND_REASON."""
 BOUND_REASON = (f"disaggregated level above concurrency {DISAGG_SIM_MAX_CONCURRENCY} not "
                 "simulated (a bound on validation work: the closed loop of 10 x C requests "
                 "through both pools)")

@@ -1,0 +1,113 @@
+"""How each source family of the serving data ran its benchmark: the recipe the simulator replays.
+
+The file's `source` column separates two harnesses (data/serving/README.md). Both are closed
+loops that send C requests at once and the next one the moment one finishes, and both run a
+warm-up of 2 x C requests first that they DRAIN before measuring, so the measured phase starts
+from an idle server (the simulator's cold closed loop; a drained warm-up changes nothing a
+simulator without JIT or cache effects could see):
+- vLLM/InferenceX `benchmark_serving.py --num-warmups`: `await asyncio.gather(*warmup_tasks)`
+  before "Starting main benchmark run";
+- aiperf `--warmup-request-count`: "By default, AIPerf waits indefinitely for all warmup
+  responses before starting profiling" (aiperf docs/tutorials/warmup.md, Grace Period);
+  genai-perf's perf_analyzer joins its warm-up workers (`WaitForWarmupAndCleanup`,
+  load_manager.cc) before the measured load starts.
+
+Families (first word of `source`):
+- "aic" (AIConfigurator's gap-analysis runs): its own deployments, made by its generator
+  (ai-dynamo/aiconfigurator src/aiconfigurator/generator/) and measured closed loop with
+  fixed lengths (isl/osl stddev 0: generator deployment_config.yaml; genai_perf_runner.py).
+  Which script ran each row is not stated: some sweeps (1, 2, 8, ..., 128 plus the estimated
+  concurrency) are the generator's bench_run.sh.j2 (aiperf, 50 x C requests), others (4, 8,
+  ..., 256) are not; eval's genai_perf_runner.py sends 10 x C. 10 x C is simulated.
+  The generator sets the engine's token budget per step for an aggregated worker:
+  vLLM `--max-num-batched-tokens` and TRT-LLM `max_num_tokens` = max_batch_size + ISL + 1500
+  (rule_plugin/vllm.rule, trtllm.rule; TRT-LLM rounds up to tokens_per_block 32). For SGLang
+  it sets `--max-prefill-tokens` ISL + 1500 with `--enable-mixed-chunk` (rule_plugin/
+  sglang.rule), but the family's SGLang rows do not behave so: simulated with mixed chunks
+  their TTFT came out 3-6x below the measured (Qwen3-32B on H100, SGLang 0.5.1: 0.4 s against
+  2.5 s at C=64), while SGLang's own default (separate prefill batches, prefill first) is
+  within about 25% of them. So SGLang rows keep the preset's defaults.
+- "db-dump/..." (dump date, measurement date, image): the InferenceMAX / InferenceX
+  database. Its benchmark_lib.sh runs `benchmark_serving.py --dataset-name random
+  --random-range-ratio R --num-prompts ... --max-concurrency C --request-rate inf
+  --ignore-eos --num-warmups 2C` with R = 0.8 in its recipes ("random_range_ratio: 0.8,
+  sa-bench"), lengths uniform in [int(0.8 L), L] (the copy of vLLM's benchmark_serving.py it
+  ships). Engine flags vary per recipe and are not in the file: the presets' defaults stand.
+Rows of any other source keep the plain recipe (fixed lengths, engine defaults).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# AIConfigurator generator (rule_plugin/{vllm,trtllm}.rule): agg max_num_tokens =
+# max_batch_size + isl + 1500, and an aggregated worker's max_batch_size is 512 when the chosen
+# configuration's batch is below 512 (`agg_decode max_batch_size = 512 if < 512 else 2x`).
+# Assumption: the deployments measured ran batches below 512 (their concurrency sweeps end at
+# 128 plus the configuration's own estimate), so 512.
+AIC_MARGIN_TOKENS = 1500
+AIC_MAX_BATCH_SIZE = 512
+AIC_TRTLLM_TOKENS_PER_BLOCK = 32     # trtllm.rule default; max_num_tokens is a multiple of it
+# InferenceX recipes: "random_range_ratio: 0.8, sa-bench" (srt-slurm recipe READMEs);
+# benchmark_lib.sh passes it to benchmark_serving.py --random-range-ratio.
+INFERENCEMAX_RANGE_RATIO = 0.8
+
+Family = Literal["aic", "inferencemax", "other"]
+
+
+class Recipe(BaseModel):
+    """The benchmark a row was measured with, as the simulator replays it."""
+
+    model_config = ConfigDict(frozen=True)
+    family: Family = Field(default="other", description="Which harness measured the row.")
+    range_ratio: float = Field(default=1.0, gt=0, le=1,
+                               description="Lengths uniform in [ceil(r L), L] (1: fixed).")
+    max_num_batched_tokens: int | None = Field(
+        default=None, gt=0, description="Token budget per step the deployment set "
+        "(None: the engine preset's default).")
+    notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
+
+    def key(self) -> tuple:
+        """What changes a prediction (rows sharing it and a configuration share a call)."""
+        return (self.range_ratio, self.max_num_batched_tokens)
+
+
+def family(source: str) -> Family:
+    s = source.strip().lower()
+    if s.split(" ", 1)[0] == "aic":         # AIConfigurator's gap-analysis runs
+        return "aic"
+    if s.startswith("db-dump/"):
+        return "inferencemax"
+    return "other"
+
+
+def _aic(engine: str, prompt: int) -> Recipe:
+    base = ("harness: AIConfigurator benchmark (aiperf/genai-perf closed loop, fixed lengths, "
+            "2 x C warm-up drained before measuring)")
+    if engine in ("vllm", "trtllm"):
+        budget = AIC_MAX_BATCH_SIZE + prompt + AIC_MARGIN_TOKENS
+        if engine == "trtllm":
+            b = AIC_TRTLLM_TOKENS_PER_BLOCK
+            budget = math.ceil(budget / b) * b
+        flag = "--max-num-batched-tokens" if engine == "vllm" else "max_num_tokens"
+        note = (f"engine: {flag} {budget} = max_batch_size {AIC_MAX_BATCH_SIZE} (assumed) + ISL "
+                f"+ {AIC_MARGIN_TOKENS} (AIConfigurator generator, rule_plugin/{engine}.rule)")
+        return Recipe(family="aic", max_num_batched_tokens=budget, notes=(base, note))
+    return Recipe(family="aic", notes=(base, f"engine: {engine} preset defaults"))
+
+
+def recipe_for(source: str, engine: str, prompt: int) -> Recipe:
+    """The recipe of a row from its `source` cell, engine preset id and prompt length."""
+    fam = family(source)
+    if fam == "aic":
+        return _aic(engine, prompt)
+    if fam == "inferencemax":
+        r = INFERENCEMAX_RANGE_RATIO
+        return Recipe(family="inferencemax", range_ratio=r, notes=(
+            f"harness: InferenceMAX benchmark_serving.py closed loop, lengths uniform in "
+            f"[{r:g} x L, L] (--random-range-ratio {r:g}), 2 x C warm-up drained; engine "
+            "flags not in the file: preset defaults",))
+    return Recipe(notes=("harness not stated: closed loop, fixed lengths, engine defaults",))

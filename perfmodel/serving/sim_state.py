@@ -1,0 +1,81 @@
+"""What one scheduler run takes and gives: its Policy (the engine's parameters), the Trace it
+records, and the caps on the work one call may do (StepBudget). The simulation itself is
+serving/scheduler.py (with serving/decode_epoch.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perfmodel.core.errors import PerfModelError
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The scheduler parameters one run needs (from SchedulerSpec.limits and the memory model)."""
+
+    static: bool
+    mixed: bool
+    chunked: bool
+    max_seqs: int
+    token_budget: int | None
+    total_blocks: int
+    block_tokens: int
+    reserve_output: bool
+    request_overhead_s: float
+
+
+@dataclass
+class Trace:
+    """What happened: per request times, pooled inter-token gaps, per segment timeline."""
+
+    first_s: np.ndarray
+    finish_s: np.ndarray
+    send_s: np.ndarray
+    preemptions: int = 0
+    itl_values: list = field(default_factory=list)
+    itl_weights: list = field(default_factory=list)
+    # timeline segments: start, duration, steps, decode rows, prompt tokens, waiting, KV blocks
+    segments: list = field(default_factory=list)
+    max_running: int = 0
+
+
+MAX_SIM_STEPS = 80_000
+"""Scheduler iterations (steps or decode-only runs) one `perfmodel serve` call may simulate,
+over all its levels: about 20 us each in a decode epoch, 40 us in the general loop, so a
+call stays within a few seconds of CPU. A run that needs more stops with a PerfModelError
+naming this cap (fewer requests or levels, a larger token budget)."""
+
+
+class Stalled(PerfModelError):
+    """No request can be scheduled: the level does not fit (reported as fits=False)."""
+
+
+MAX_PRICED_DECODE_STEPS = 20_000_000
+"""Decode steps one call may price (each a float of pooled inter-token gaps, a few ns to
+price and 8 bytes kept): bounds long outputs x many requests. Over it: a PerfModelError."""
+
+DECODE_PROBE_STEPS = 256   # a decode run is priced in doubling pieces from this many steps
+
+
+class StepBudget:
+    """Scheduler iterations and priced decode steps left to one call (shared by its levels)."""
+
+    def __init__(self, steps: int = MAX_SIM_STEPS, decode_steps: int = MAX_PRICED_DECODE_STEPS):
+        self.cap = self.left = int(steps)
+        self.decode_cap = self.decode_left = int(decode_steps)
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise PerfModelError(f"the serving simulation needs more than {self.cap} scheduler "
+                                 "steps (the cap per call): lower num_requests or the levels, or "
+                                 "raise max_num_batched_tokens")
+
+    def spend_decode(self, k: int) -> None:
+        self.decode_left -= int(k)
+        if self.decode_left < 0:
+            raise PerfModelError(f"the serving simulation needs more than {self.decode_cap} decode "
+                                 "steps (the cap per call): lower num_requests, output_tokens "
+                                 "or the levels")

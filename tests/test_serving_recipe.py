@@ -1,0 +1,142 @@
+"""The benchmark recipe of each source family (analysis/validation/serving_recipe.py) and the
+simulator behaviours it relies on: a synchronized closed loop against a desynchronized one,
+and the token budget a deployment sets."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perfmodel import api
+from perfmodel.analysis.validation import serving_predict as sp
+from perfmodel.analysis.validation.serving_map import map_serving_row
+from perfmodel.analysis.validation.serving_recipe import (AIC_MARGIN_TOKENS, AIC_MAX_BATCH_SIZE,
+                                                          INFERENCEMAX_RANGE_RATIO, Recipe,
+                                                          family, recipe_for)
+from perfmodel.analysis.validation.serving_table import rows_from_dicts
+from perfmodel.core.engines import ENGINES
+from perfmodel.core.hardware import load_gpu
+
+AIC = "aic gap analysis measured 2026-03-20 image image=vllm/vllm-openai:v0.12.0"
+IMAX = "db-dump/2026-04-27 measured 2026-04-17 image vllm/vllm-openai:v0.19.0-cu130"
+
+
+def _row(**over) -> dict:
+    base = dict(id="t", backend="vllm", backend_version="0.12.0",
+                model_path="meta-llama/Llama-3.1-8B", system="h100_sxm", precision="", mode="agg",
+                isl="1024", osl="128", gemm_quant_mode="", moe_quant_mode="", batch_size="8",
+                tp_size="1", pp_size="1", attention_dp_size="1", moe_tp_size="1",
+                moe_ep_size="1", silicon_ttft_ms="100", silicon_tpot_ms="10", source=AIC)
+    base.update({k: str(v) for k, v in over.items()})
+    return base
+
+
+def _map(**over):
+    return map_serving_row(rows_from_dicts("t", [_row(**over)])[0])
+
+
+# ------------------------------------------------------------------ families and flags
+
+@pytest.mark.parametrize("source, want", [
+    (AIC, "aic"), ("aic gap analysis", "aic"), (IMAX, "inferencemax"),
+    ("db-dump/2026-04-27 measured 2025-11-02", "inferencemax"), ("", "other"),
+    ("aiconfigurator sweep", "other"), ("my own runs", "other")])
+def test_the_source_column_names_the_family(source, want):
+    assert family(source) == want
+
+
+def test_aic_vllm_budget_is_the_generators_rule_by_hand():
+    # rule_plugin/vllm.rule: agg max_num_tokens = max_batch_size + isl + 1500; 512 + 1024 + 1500
+    r = recipe_for(AIC, "vllm", 1024)
+    assert r.max_num_batched_tokens == 3036 and r.range_ratio == 1.0
+
+
+def test_aic_trtllm_budget_rounds_up_to_the_block_by_hand():
+    # rule_plugin/trtllm.rule: ceil((512 + 1000 + 1500) / 32) * 32 = ceil(94.125) * 32 = 3040
+    assert recipe_for(AIC, "trtllm", 1000).max_num_batched_tokens == 3040
+
+
+def test_sglang_and_inferencemax_rows_keep_the_engine_defaults():
+    assert recipe_for(AIC, "sglang", 1024).max_num_batched_tokens is None
+    r = recipe_for(IMAX, "vllm", 1024)
+    assert r.max_num_batched_tokens is None and r.range_ratio == INFERENCEMAX_RANGE_RATIO == 0.8
+
+
+def test_a_mapped_row_carries_its_recipe_and_says_so():
+    t = _map(source=AIC, isl=2048)
+    assert t.recipe.max_num_batched_tokens == AIC_MAX_BATCH_SIZE + 2048 + AIC_MARGIN_TOKENS
+    assert any("--max-num-batched-tokens" in a for a in t.assumptions)
+    u = _map(source=IMAX)
+    assert u.recipe.range_ratio == 0.8 and any("range-ratio 0.8" in a for a in u.assumptions)
+    # the recipe is part of the configuration: rows of two families are predicted apart
+    assert t.config() != _map(source=IMAX, isl=2048).config()
+
+
+@given(source=st.text(max_size=40), engine=st.sampled_from(sorted(ENGINES)),
+       prompt=st.integers(1, 1 << 20))
+def test_any_source_engine_and_prompt_give_a_valid_recipe(source, engine, prompt):
+    r = recipe_for(source, engine, prompt)
+    assert isinstance(r, Recipe) and 0 < r.range_ratio <= 1 and r.notes
+    assert r.max_num_batched_tokens is None or r.max_num_batched_tokens > prompt
+
+
+# ------------------------------------------------------------------ the engines' defaults
+
+@pytest.mark.parametrize("gpu, want", [("h100-sxm", 8192), ("h200-sxm", 8192), ("b200", 16384),
+                                       ("b300", 16384)])
+def test_sglang_chunked_prefill_size_follows_device_memory(gpu, want):
+    # sglang server_args.py: below 160 GiB ("H100, H200, A100, H20") 8192; else ("B200, MI300") 16384
+    assert ENGINES["sglang"].scheduler.limits(load_gpu(gpu))[1] == want
+
+
+# ------------------------------------------------------------------ what the simulator does
+
+def _serve(**kw):
+    base = dict(prompt_tokens=1024, output_tokens=1024, engine="vllm", weights="fp8", kv="fp8")
+    return api.serve("llama-3.1-8b", "h100-sxm", **{**base, **kw})
+
+
+def test_a_desynchronized_closed_loop_waits_about_one_prefill_a_synchronized_one_a_wave():
+    """C=16 prompts of 1024 tokens, 1024 out (L_out >> C), budget 8192 tokens per step.
+    Fixed lengths keep the waves synchronized: 16 x 1024 = 16384 prompt tokens arrive together
+    every wave, two full 8192-token steps, so the mean TTFT is at least ~1.5 such steps (12
+    lone prefills' compute; a lone request's TTFT also holds the fixed request overhead, so
+    more than 5 of those). Lengths uniform in [0.8 L, L] (InferenceMAX) spread the arrivals: each
+    prompt then shares one step with the running decodes, so the mean TTFT stays within a
+    few lone prefills (the step it joins plus the one it waits for)."""
+    alone = _serve(concurrencies=[1]).points[0].ttft_mean_s
+    fixed = _serve(concurrencies=[16]).points[0].ttft_mean_s
+    spread = _serve(concurrencies=[16], range_ratio=0.8).points[0].ttft_mean_s
+    assert fixed > 5 * alone
+    assert spread < 3 * alone
+
+
+def test_a_smaller_token_budget_serves_a_synchronized_wave_sooner_on_average():
+    """8 prompts of 1024 arrive together. With 8192 tokens per step all finish in one step
+    (every TTFT = T); with 3036 (the AIConfigurator generator's budget) about two fit per step,
+    so the mean completion is about (1 + 2 + 3 + 4) / 4 x T / 4 = 0.63 T: compute-bound
+    prefill does the same work, but earlier requests are not held for the last."""
+    big = _serve(concurrencies=[8], max_num_batched_tokens=8192).points[0].ttft_mean_s
+    small = _serve(concurrencies=[8], max_num_batched_tokens=3036).points[0].ttft_mean_s
+    assert small < 0.85 * big
+
+
+def test_the_sim_predictor_replays_the_recipe_as_api_serve_would():
+    t = _map(source=AIC, batch_size=8)
+    got = sp.simulated(t, [8], None, sp._Specs())[8]
+    rep = api.serve("llama-3.1-8b", "h100-sxm", weights="bf16", kv="bf16", activations="bf16",
+                    engine="vllm", prompt_tokens=1024, output_tokens=128, concurrencies=[8],
+                    max_num_batched_tokens=t.recipe.max_num_batched_tokens)
+    assert got.ttft_s == pytest.approx(rep.points[0].ttft_mean_s)
+    assert got.tpot_s == pytest.approx(rep.points[0].tpot_mean_s)
+    u = _map(source=IMAX, batch_size=8)
+    got = sp.simulated(u, [8], None, sp._Specs())[8]
+    rep = api.serve("llama-3.1-8b", "h100-sxm", weights="bf16", kv="bf16", activations="bf16",
+                    engine="vllm", prompt_tokens=1024, output_tokens=128, concurrencies=[8],
+                    range_ratio=0.8)
+    assert got.ttft_s == pytest.approx(rep.points[0].ttft_mean_s)
+    assert math.isfinite(got.tpot_s) and np.isfinite(got.ttft_s)
