@@ -127,6 +127,8 @@ def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
     out: list[Op] = [_embedding(m, p, M)]
     out += _norm("input_norm", M, D, L)
     out += _linears(m, p, attention_matrices(m), M, "attention")
+    if m.qk_norm_across_heads:
+        out.append(_qk_norm(m, M))
     out.append(_rotary(m, M) if m.mla is None else _mla_norms_rotary(m, M))
     out += _attention(m, p, B, T, S, attention)
     out.append(_residual("attn_residual", M, D, L))
@@ -165,6 +167,18 @@ def _rotary(m: ModelSpec, M) -> Op:
               OpCost(flops=3.0 * M * width * m.num_layers,
                      act_bytes=2 * M * width * ACT_BYTES * m.num_layers,
                      kernels=float(m.num_layers)), rows=M)
+
+
+def _qk_norm(m: ModelSpec, M) -> Op:
+    """RMSNorm of q and of k, each over all its heads at once (MiniMax-M2, qk_norm_type
+    'per_layer'): ~4 FLOPs per element, read + write of the (N+K)*H outputs, two kernels per
+    softmax layer (sums of squares, then the scaling), the TP all-reduce of the sums between
+    them (core/parallel.py; SGLang PR #14416 fused q and k into these three steps)."""
+    width = (m.num_heads + m.num_kv_heads) * m.head_dim
+    L = m.num_layers - m.num_linear_attention_layers
+    return Op("qk_norm", "elementwise",
+              OpCost(flops=4.0 * M * width * L, act_bytes=2 * M * width * ACT_BYTES * L,
+                     kernels=2.0 * L), rows=M)
 
 
 def _quantized(p: Precision, group: str) -> bool:
@@ -300,7 +314,10 @@ def _linear_attention(m: ModelSpec, p: Precision, B, T) -> list[Op]:
     """Gated DeltaNet core (Yang et al. 2024, arXiv:2412.06464), per layer and value head:
     decay, S^T k, the rank-1 delta update and S^T q are ~3 matrix-vector products of the
     key_dim x value_dim state, 6*dk*dv FLOPs per token; the state is read once and written
-    once per sequence per step (the chunked prefill kernel keeps chunk states on chip)."""
+    once per sequence per step (the chunked prefill kernel keeps chunk states on chip).
+    Four kernels per layer, as vLLM's and SGLang's Qwen3-Next GatedDeltaNet runs them: the
+    causal conv1d update, the gating (beta, decay), the delta-rule recurrence and the gated
+    RMSNorm of the output (HF Qwen3NextGatedDeltaNet.norm, RMSNormGated)."""
     la = m.linear_attention
     if la is None:
         return []
@@ -311,7 +328,7 @@ def _linear_attention(m: ModelSpec, p: Precision, B, T) -> list[Op]:
     return [Op(LINEAR_ATTENTION_OP, "attention",
                OpCost(flops=flops, act_bytes=B * T * width * ACT_BYTES * n,
                       kv_read_bytes=B * state * n * np.ones_like(T),
-                      kv_write_bytes=B * state * n * np.ones_like(T), kernels=3.0 * n),
+                      kv_write_bytes=B * state * n * np.ones_like(T), kernels=4.0 * n),
                rows=B * T)]
 
 
