@@ -14,65 +14,17 @@ DeepSeek-V2 paper sec. 2.1 (MLA, absorbed projections); Mixtral paper (top-k rou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
-
 import numpy as np
 
+from perfmodel.core.op_types import FloatArray, Op, OpCost, OpKind, total  # noqa: F401 (re-exported)
 from perfmodel.core.params import attention_matrices, ffn_matrices
 from perfmodel.core.specs import ModelSpec, Precision
 
-FloatArray = float | np.ndarray
-"""A float, or a numpy array of floats broadcast over B, T and S given as arrays."""
-
-OpKind = Literal["gemm", "attention", "elementwise", "embedding", "sampling", "comm"]
 ACT_BYTES = 2.0          # activations between kernels are 16-bit (bf16/fp16)
 LOGIT_BYTES = 4.0        # logits are upcast to fp32 for sampling
 HIGH_PRECISION_BYTES = 2.0  # embeddings, norms, routers and lm_head stay 16-bit when weights are quantized
 GLU_FLOPS_PER_OUTPUT = 4.0  # assumption: SiLU(gate) * up per output element = exp, add, divide, multiply
 SAMPLING_FLOPS_PER_LOGIT = 5.0  # assumption: softmax (max, subtract, exp, sum, divide) per logit
-
-
-@dataclass(frozen=True)
-class OpCost:
-    """Work of one op: FLOPs and bytes moved through device memory. Adds and scales."""
-
-    flops: FloatArray = 0.0
-    weight_bytes: FloatArray = 0.0
-    act_bytes: FloatArray = 0.0
-    kv_read_bytes: FloatArray = 0.0
-    kv_write_bytes: FloatArray = 0.0
-    kernels: FloatArray = 0.0
-
-    def __add__(self, other: "OpCost") -> "OpCost":
-        return OpCost(*(getattr(self, f) + getattr(other, f) for f in _FIELDS))
-
-    def __mul__(self, k) -> "OpCost":
-        return OpCost(*(getattr(self, f) * k for f in _FIELDS))
-
-    __rmul__ = __mul__
-
-    @property
-    def bytes(self):
-        return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
-
-
-_FIELDS = ("flops", "weight_bytes", "act_bytes", "kv_read_bytes", "kv_write_bytes", "kernels")
-
-
-@dataclass(frozen=True)
-class Op:
-    """One op of a step, summed over the layers it occurs in."""
-
-    name: str
-    kind: OpKind
-    cost: OpCost
-    rows: FloatArray = 1.0            # M: token rows of the matmul (sets GEMM efficiency)
-    quantized: bool = False       # weights stored below 16 bits (weight-only kernels)
-    weight_elements: FloatArray = 0.0  # elements read (for dequantization cost)
-    per_layer: bool = True        # occurs in every layer (TP/PP shard it)
-    window: int | None = field(default=None)
-    group: str = ""               # weight group (core/params.py): selects a module's format
 
 
 def weight_bpe(m: ModelSpec, p: Precision, group: str) -> float:
@@ -426,11 +378,3 @@ def _lm_head(m: ModelSpec, p: Precision, B, rows) -> list[Op]:
                   kernels=4.0),
            rows=rows, per_layer=False),
     ]
-
-
-def total(op_list: list[Op]) -> OpCost:
-    """Sum of all op costs."""
-    acc = OpCost()
-    for op in op_list:
-        acc = acc + op.cost
-    return acc
