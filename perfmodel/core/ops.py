@@ -14,65 +14,17 @@ DeepSeek-V2 paper sec. 2.1 (MLA, absorbed projections); Mixtral paper (top-k rou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
-
 import numpy as np
 
+from perfmodel.core.op_types import FloatArray, Op, OpCost, OpKind, total  # noqa: F401 (re-exported)
 from perfmodel.core.params import attention_matrices, ffn_matrices
 from perfmodel.core.specs import ModelSpec, Precision
 
-FloatArray = float | np.ndarray
-"""A float, or a numpy array of floats broadcast over B, T and S given as arrays."""
-
-OpKind = Literal["gemm", "attention", "elementwise", "embedding", "sampling", "comm"]
 ACT_BYTES = 2.0          # activations between kernels are 16-bit (bf16/fp16)
 LOGIT_BYTES = 4.0        # logits are upcast to fp32 for sampling
 HIGH_PRECISION_BYTES = 2.0  # embeddings, norms, routers and lm_head stay 16-bit when weights are quantized
 GLU_FLOPS_PER_OUTPUT = 4.0  # assumption: SiLU(gate) * up per output element = exp, add, divide, multiply
 SAMPLING_FLOPS_PER_LOGIT = 5.0  # assumption: softmax (max, subtract, exp, sum, divide) per logit
-
-
-@dataclass(frozen=True)
-class OpCost:
-    """Work of one op: FLOPs and bytes moved through device memory. Adds and scales."""
-
-    flops: FloatArray = 0.0
-    weight_bytes: FloatArray = 0.0
-    act_bytes: FloatArray = 0.0
-    kv_read_bytes: FloatArray = 0.0
-    kv_write_bytes: FloatArray = 0.0
-    kernels: FloatArray = 0.0
-
-    def __add__(self, other: "OpCost") -> "OpCost":
-        return OpCost(*(getattr(self, f) + getattr(other, f) for f in _FIELDS))
-
-    def __mul__(self, k) -> "OpCost":
-        return OpCost(*(getattr(self, f) * k for f in _FIELDS))
-
-    __rmul__ = __mul__
-
-    @property
-    def bytes(self):
-        return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
-
-
-_FIELDS = ("flops", "weight_bytes", "act_bytes", "kv_read_bytes", "kv_write_bytes", "kernels")
-
-
-@dataclass(frozen=True)
-class Op:
-    """One op of a step, summed over the layers it occurs in."""
-
-    name: str
-    kind: OpKind
-    cost: OpCost
-    rows: FloatArray = 1.0            # M: token rows of the matmul (sets GEMM efficiency)
-    quantized: bool = False       # weights stored below 16 bits (weight-only kernels)
-    weight_elements: FloatArray = 0.0  # elements read (for dequantization cost)
-    per_layer: bool = True        # occurs in every layer (TP/PP shard it)
-    window: int | None = field(default=None)
-    group: str = ""               # weight group (core/params.py): selects a module's format
 
 
 def weight_bpe(m: ModelSpec, p: Precision, group: str) -> float:
@@ -127,6 +79,8 @@ def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
     out: list[Op] = [_embedding(m, p, M)]
     out += _norm("input_norm", M, D, L)
     out += _linears(m, p, attention_matrices(m), M, "attention")
+    if m.qk_norm_across_heads:
+        out.append(_qk_norm(m, M))
     out.append(_rotary(m, M) if m.mla is None else _mla_norms_rotary(m, M))
     out += _attention(m, p, B, T, S, attention)
     out.append(_residual("attn_residual", M, D, L))
@@ -165,6 +119,18 @@ def _rotary(m: ModelSpec, M) -> Op:
               OpCost(flops=3.0 * M * width * m.num_layers,
                      act_bytes=2 * M * width * ACT_BYTES * m.num_layers,
                      kernels=float(m.num_layers)), rows=M)
+
+
+def _qk_norm(m: ModelSpec, M) -> Op:
+    """RMSNorm of q and of k, each over all its heads at once (MiniMax-M2, qk_norm_type
+    'per_layer'): ~4 FLOPs per element, read + write of the (N+K)*H outputs, two kernels per
+    softmax layer (sums of squares, then the scaling), the TP all-reduce of the sums between
+    them (core/parallel.py; SGLang PR #14416 fused q and k into these three steps)."""
+    width = (m.num_heads + m.num_kv_heads) * m.head_dim
+    L = m.num_layers - m.num_linear_attention_layers
+    return Op("qk_norm", "elementwise",
+              OpCost(flops=4.0 * M * width * L, act_bytes=2 * M * width * ACT_BYTES * L,
+                     kernels=2.0 * L), rows=M)
 
 
 def _quantized(p: Precision, group: str) -> bool:
@@ -300,7 +266,10 @@ def _linear_attention(m: ModelSpec, p: Precision, B, T) -> list[Op]:
     """Gated DeltaNet core (Yang et al. 2024, arXiv:2412.06464), per layer and value head:
     decay, S^T k, the rank-1 delta update and S^T q are ~3 matrix-vector products of the
     key_dim x value_dim state, 6*dk*dv FLOPs per token; the state is read once and written
-    once per sequence per step (the chunked prefill kernel keeps chunk states on chip)."""
+    once per sequence per step (the chunked prefill kernel keeps chunk states on chip).
+    Four kernels per layer, as vLLM's and SGLang's Qwen3-Next GatedDeltaNet runs them: the
+    causal conv1d update, the gating (beta, decay), the delta-rule recurrence and the gated
+    RMSNorm of the output (HF Qwen3NextGatedDeltaNet.norm, RMSNormGated)."""
     la = m.linear_attention
     if la is None:
         return []
@@ -311,7 +280,7 @@ def _linear_attention(m: ModelSpec, p: Precision, B, T) -> list[Op]:
     return [Op(LINEAR_ATTENTION_OP, "attention",
                OpCost(flops=flops, act_bytes=B * T * width * ACT_BYTES * n,
                       kv_read_bytes=B * state * n * np.ones_like(T),
-                      kv_write_bytes=B * state * n * np.ones_like(T), kernels=3.0 * n),
+                      kv_write_bytes=B * state * n * np.ones_like(T), kernels=4.0 * n),
                rows=B * T)]
 
 
@@ -409,11 +378,3 @@ def _lm_head(m: ModelSpec, p: Precision, B, rows) -> list[Op]:
                   kernels=4.0),
            rows=rows, per_layer=False),
     ]
-
-
-def total(op_list: list[Op]) -> OpCost:
-    """Sum of all op costs."""
-    acc = OpCost()
-    for op in op_list:
-        acc = acc + op.cost
-    return acc

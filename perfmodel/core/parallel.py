@@ -27,6 +27,8 @@ from perfmodel.core.specs import (Deployment, Efficiency, HardwareSpec, LinkSpec
 
 DEFAULT_DOMAIN_GPUS = 8   # an HGX/DGX board, when neither deployment nor hardware says
 A2A_LATENCY_HOPS = 2      # concurrent all-to-all: data hop + arrival flag (DeepEP, see alltoall_s)
+QK_NORM_SUM_BYTES = 4.0   # a per-token sum of squares is all-reduced in fp32 (vLLM
+                          # MiniMaxText01RMSNormTP upcasts before the reduction)
 
 
 def validate_deployment(m: ModelSpec, dep: Deployment) -> None:
@@ -204,7 +206,8 @@ def alltoall_s(nbytes, p: int, hw: HardwareSpec, dep: Deployment, eff: Efficienc
 def comm_times(m: ModelSpec, hw: HardwareSpec, eff: Efficiency, dep: Deployment, M):
     """(name, seconds) of the collectives of one step over M = B*T token rows (all dp groups).
 
-    Per layer: the attention all-reduce inside a tp group over its M/dp rows; the FFN's
+    Per layer: the attention all-reduce inside a tp group over its M/dp rows (and, for q/k
+    norms spanning all heads, one of the per-token q and k sums of squares); the FFN's
     all-reduce likewise on dense layers (and on MoE layers without EP); under EP a dispatch and
     a combine all-to-all of each GPU's M/(tp*dp) rows x k over the ep GPUs; with DP but no EP
     the MoE layer all-reduces all M rows over the tp x dp GPUs (gather + reduce-scatter)."""
@@ -217,6 +220,11 @@ def comm_times(m: ModelSpec, hw: HardwareSpec, eff: Efficiency, dep: Deployment,
     attn_ar = group_allreduce_s(local, dep.tp, hw, dep, eff) * m.num_layers
     mlp_ar = group_allreduce_s(local, dep.tp, hw, dep, eff) * (m.num_layers - moe_layers)
     out = [("tp_allreduce_attention", attn_ar), ("tp_allreduce_mlp", mlp_ar)]
+    if m.qk_norm_across_heads and dep.tp > 1:   # q and k norms span heads split over the tp GPUs
+        sums = np.asarray(M, dtype=float) / dep.dp * 2 * QK_NORM_SUM_BYTES
+        softmax_layers = m.num_layers - m.num_linear_attention_layers
+        out.append(("tp_allreduce_qk_norm",
+                    group_allreduce_s(sums, dep.tp, hw, dep, eff) * softmax_layers))
     if moe_layers and dep.ep > 1:
         k = m.moe.experts_per_token
         load, _ = busiest_rank_ratios(m, dep, M)   # the busiest rank receives the most rows

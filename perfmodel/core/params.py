@@ -106,6 +106,8 @@ def ffn_matrices(m: ModelSpec) -> list[Matrix]:
             fs = e.shared_expert_ffn_dim or e.expert_ffn_dim
             mats += [Matrix("shared_up", "shared_experts", D, up * fs, n * e.num_shared_experts),
                      Matrix("shared_down", "shared_experts", fs, D, n * e.num_shared_experts)]
+        if e.shared_expert_gate:   # sigmoid(x W_g) scales the shared output: a D -> 1 GEMV
+            mats.append(Matrix("shared_gate", "router", D, 1, n))
     return mats
 
 

@@ -275,9 +275,11 @@ def _dense_kernels(m: ModelSpec, attention: str) -> float:
 
 def _dense_twin(m: ModelSpec) -> ModelSpec:
     """The same layer count with plain softmax attention and a dense MLP (only its kernel
-    count is read): no MoE, MLA, linear-attention, sparse-attention or gated output."""
+    count is read): no MoE, MLA, linear-attention, sparse-attention, gated output or
+    cross-head q/k norm."""
     return m.model_copy(update={"moe": None, "mla": None, "linear_attention": None,
-                                "sparse_attention": None, "attention_output_gate": False})
+                                "sparse_attention": None, "attention_output_gate": False,
+                                "qk_norm_across_heads": False})
 
 
 def _bound(compute, memory, comm, cpu, gpu):

@@ -32,6 +32,9 @@ class MoESpec(Spec):
         default=None, gt=0, description="Hidden size of one shared expert (default: expert_ffn_dim).")
     num_dense_layers: int = Field(
         default=0, ge=0, description="Leading layers with a dense FFN of ffn_dim instead of MoE.")
+    shared_expert_gate: bool = Field(
+        default=False, description="A sigmoid gate, Linear(D, 1), scales the shared experts' "
+        "output (Qwen2-MoE, Qwen3-Next, Qwen3.5 shared_expert_gate).")
 
     @model_validator(mode="after")
     def _check(self) -> "MoESpec":
@@ -103,6 +106,10 @@ class ModelSpec(Spec):
     attention_output_gate: bool = Field(
         default=False, description="q_proj also emits a sigmoid gate on the attention output "
         "(Qwen3-Next/Qwen3.5 attn_output_gate): N*H more outputs.")
+    qk_norm_across_heads: bool = Field(
+        default=False, description="q and k are RMS-normalized over all heads at once (MiniMax-M2 "
+        "use_qk_norm with qk_norm_type 'per_layer'), not per head: under TP each GPU holds some "
+        "heads, so every layer all-reduces per-token sums of squares (core/parallel.py).")
     linear_attention: LinearAttentionSpec | None = Field(
         default=None, description="Linear-attention (recurrent-state) layers, if any.")
     sparse_attention: SparseAttentionSpec | None = Field(

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.hardware import list_gpus, load_gpu
-from perfmodel.core.specs import ModelSpec, parse_format
+from perfmodel.core.specs import ModelSpec, Precision, parse_format
 from perfmodel.analysis.validation.names import engine_id, model_id
 from perfmodel.analysis.validation.serving_map_disagg import (ROLES, RoleView, concurrency,
                                                                expert_span, max_batch, workers)
@@ -156,8 +156,11 @@ def model_for_repo(repo: str) -> tuple[ModelSpec | None, str | None, str]:
     return None, mode, f"model {repo.strip()!r} is not in the catalog"
 
 
-def _weights(r: ServingMeasurement, moe: bool, suffix_mode: str | None):
-    """(weights, activations, notes) or a reason string."""
+def _weights(r: ServingMeasurement, spec: ModelSpec, suffix_mode: str | None):
+    """(weights, activations, notes) or a reason string. A MoE checkpoint that quantizes only
+    its routed experts (catalog checkpoint_weights 'bf16,experts=...') keeps that layout when
+    the row's expert format is the checkpoint's (_checkpoint_layout)."""
+    moe = spec.is_moe
     gemm, expert = r.get("gemm_quant_mode").lower(), r.get("moe_quant_mode").lower()
     bulk, other = (expert, gemm) if moe else (gemm, expert)
     mode = bulk or other or r.get("precision").lower() or suffix_mode or "bf16"
@@ -168,7 +171,24 @@ def _weights(r: ServingMeasurement, moe: bool, suffix_mode: str | None):
         notes.append(f"GEMM quant mode {gemm!r} differs from the experts' {expert!r}: "
                      "the experts' format is used for every matrix")
     w, a = QUANT_MODES[mode]
+    layout = _checkpoint_layout(spec, w)
+    if layout is not None:
+        notes = [f"{spec.id}'s checkpoint quantizes only its routed experts: weights "
+                 f"{layout} (catalog checkpoint_weights)"]
+        w = layout
     return w, a, notes
+
+
+def _checkpoint_layout(spec: ModelSpec, weights: str) -> str | None:
+    """The published checkpoint's module formats when they name the routed experts' format
+    and the row's weights are of that format's kind (int4 rows of Kimi-K2.5, whose
+    compressed-tensors config quantizes the routed experts to int4 in groups of 32 and
+    ignores self_attn, shared_experts, the dense MLP and lm_head); else None."""
+    layout = spec.checkpoint_weights
+    if not spec.is_moe or not layout or "experts=" not in layout:
+        return None
+    experts = Precision.of(layout).for_group("experts").weights
+    return layout if experts.name == parse_format(weights).name else None
 
 
 def _parallel(r: ServingMeasurement, moe: bool, caps: Capabilities, server_gpus: int = 8):
@@ -270,7 +290,7 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
     spec, suffix_mode, why = look.model(r.get("model_path"))
     if spec is None:
         return no(why)
-    w = _weights(r, spec.is_moe, suffix_mode)
+    w = _weights(r, spec, suffix_mode)
     if isinstance(w, str):
         return no(w)
     if mode == "disagg":
@@ -289,7 +309,8 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
     if not (prompt and output and conc):
         return no("isl, osl and batch_size must be positive integers")
     weights, acts, w_notes = w
-    low_bits = parse_format(weights).name in ("fp8", "fp4")
+    bulk = Precision.of(weights).for_group("experts" if spec.is_moe else "mlp").weights
+    low_bits = bulk.name in ("fp8", "fp4")
     kv = "fp8" if low_bits else "bf16"
     kv_note = (f"KV cache {kv} assumed ({'fp8/fp4' if low_bits else '16-bit'} weights; "
                "KV precision is not stated per row)")

@@ -130,6 +130,8 @@ def spec_from_hf_dict(cfg: Any, path: str | Path = "config.json") -> ModelSpec:
     if model_type in ("qwen3_next", "qwen3_5_moe"):
         fields["linear_attention"] = _linear(f, layers)
         fields["attention_output_gate"] = f.bool("attn_output_gate", default=True)
+    if cfg.get("use_qk_norm") is True and cfg.get("qk_norm_type") == "per_layer":
+        fields["qk_norm_across_heads"] = True   # MiniMax-M2: one RMSNorm over all q (k) heads
     moe = _moe(f, model_type, layers)
     if moe is not None:
         fields["moe"] = moe
@@ -149,12 +151,16 @@ def checkpoint_weights(qc: Any) -> str | None:
     lists self_attn, router, embed_tokens, lm_head) -> 'bf16,experts=fp4' (MXFP4: 32-element
     blocks sharing an E8M0 scale, OCP MX spec).
     DeepSeek-V3/R1: quant_method 'fp8', fmt e4m3, weight_block_size [128, 128] -> 'fp8-b128'
-    (every linear layer; embeddings and norms stay bf16, which is weight_bpe's default)."""
+    (every linear layer; embeddings and norms stay bf16, which is weight_bpe's default).
+    Kimi-K2.5: quant_method 'compressed-tensors', one group of int weights (num_bits 4,
+    group_size 32) that ignores self_attn and shared_experts -> 'bf16,experts=int4-g32'."""
     if not isinstance(qc, dict):
         return None
     method = str(qc.get("quant_method", "")).lower()
     if method == "mxfp4":
         return "bf16,experts=fp4"
+    if method == "compressed-tensors":
+        return _experts_only_int(qc)
     if method == "fp8":
         block = qc.get("weight_block_size")
         if isinstance(block, list) and len(block) == 2 and block[0] == block[1] \
@@ -162,6 +168,25 @@ def checkpoint_weights(qc: Any) -> str | None:
             return f"fp8-b{block[0]}"
         return "fp8"
     return None
+
+
+def _experts_only_int(qc: dict) -> str | None:
+    """'bf16,experts=int<b>-g<n>' for a compressed-tensors config of one weight-only integer
+    group whose ignore list keeps attention and shared experts unquantized; else None."""
+    groups = qc.get("config_groups")
+    if not isinstance(groups, dict) or len(groups) != 1:
+        return None
+    g = next(iter(groups.values()))
+    w = g.get("weights") if isinstance(g, dict) else None
+    ignore = " ".join(str(x) for x in qc.get("ignore") or [])
+    if not isinstance(w, dict) or w.get("type") != "int" or g.get("input_activations"):
+        return None
+    bits, size = w.get("num_bits"), w.get("group_size")
+    if bits not in (4, 8) or not isinstance(size, int) or size <= 0:
+        return None
+    if "self_attn" not in ignore or "shared_experts" not in ignore:
+        return None
+    return f"bf16,experts=int{bits}-g{size}"
 
 
 class _Fields:
@@ -286,7 +311,7 @@ def _mla(f: _Fields) -> MLASpec:
 
 def _moe(f: _Fields, model_type: str, layers: int) -> MoESpec | None:
     """Routed and shared experts, and how many layers keep a dense MLP."""
-    shared, shared_dim = 0, None
+    shared, shared_dim, gate = 0, None, False
     if model_type == "mixtral":
         e, k, fe, moe_layers = (f.int("num_local_experts"), f.int("num_experts_per_tok"),
                                 f.int("intermediate_size"), layers)
@@ -303,6 +328,7 @@ def _moe(f: _Fields, model_type: str, layers: int) -> MoESpec | None:
         moe_layers = max(0, layers) // step - len(dense)  # layers i with (i+1) % step == 0
         shared_dim = f.int("shared_expert_intermediate_size", default=0) or None
         shared = 1 if shared_dim else 0
+        gate = bool(shared)   # HF Qwen2MoeSparseMoeBlock and successors: shared_expert_gate
     elif model_type in _DEEPSEEK_MOE:
         e, k, fe = f.int("n_routed_experts"), f.int("num_experts_per_tok"), f.int("moe_intermediate_size")
         first = f.int("first_k_dense_replace", default=0)
@@ -318,6 +344,7 @@ def _moe(f: _Fields, model_type: str, layers: int) -> MoESpec | None:
     try:
         return MoESpec(num_experts=e, experts_per_token=k, expert_ffn_dim=fe,
                        num_shared_experts=shared, shared_expert_ffn_dim=shared_dim,
+                       shared_expert_gate=gate,
                        num_dense_layers=layers - moe_layers)
     except ValidationError as exc:
         raise SpecFileError(f"{f.path}: moe.{pydantic_message(exc)}") from None
