@@ -12,8 +12,8 @@ Step time = max(body + attention + head [+ stage hand-offs], CPU issue time + ho
 step's sequences) + the engine's CPU overhead per step, exactly the per-step rule of
 core/roofline.step_time (host_step_s; in series for an engine without overlap scheduling).
 All pieces come from ONE batched core.roofline.step_time call on grids; a step is then
-priced by linear interpolation. For a plain decode or prefill step the split is an identity (tested against
-core.predict.step).
+priced by linear interpolation. For a plain decode or prefill step the split is an identity
+(tested against core.predict.step).
 
 Pipeline parallelism (pp > 1): as in core.predict.step, m = min(sequences, pp) micro-batches
 keep the stages busy; the step runs at the heaviest micro-batch's rows, 1/m of the decode
