@@ -184,10 +184,11 @@ GPUS = ["h100-sxm", "a10", "mi300x", "t4", "rtx-4090", "apple-m4-max", "tpu-v5e"
        act=st.sampled_from(["auto", "fp8", "int8", "bf16", "fp4"]),
        kv=st.sampled_from(["bf16", "fp8", "int4"]), engine=st.sampled_from(sorted(ENGINES)),
        tp=st.sampled_from([1, 2, 3, 8]), pp=st.sampled_from([1, 2]),
+       ep=st.sampled_from([1, 2, 8]), dp=st.sampled_from([1, 2, 3]), nodes=st.sampled_from([0, 1, 2, 3]),
        batch=st.integers(1, 5000), prompt=st.integers(1, 300_000), output=st.integers(1, 5000),
        page=st.sampled_from(PAGES))
-def test_fuzz_widgets_never_raise(model, gpu, weights, act, kv, engine, tp, pp, batch, prompt,
-                                  output, page):
+def test_fuzz_widgets_never_raise(model, gpu, weights, act, kv, engine, tp, pp, ep, dp, nodes,
+                                  batch, prompt, output, page):
     at = run(None if page == "calculator" else page)
     if page in ("accuracy", "definitions"):           # no scenario widgets there
         clean(at)
@@ -199,8 +200,8 @@ def test_fuzz_widgets_never_raise(model, gpu, weights, act, kv, engine, tp, pp, 
     sb.selectbox(key="w_activations").set_value(act)
     sb.selectbox(key="w_kv").set_value(kv)
     sb.selectbox(key="w_engine").set_value(engine)
-    for k, v in (("w_tp", tp), ("w_pp", pp), ("w_batch", batch), ("w_prompt", prompt),
-                 ("w_output", output)):
+    for k, v in (("w_tp", tp), ("w_pp", pp), ("w_ep", ep), ("w_dp", dp), ("w_nodes", nodes),
+                 ("w_batch", batch), ("w_prompt", prompt), ("w_output", output)):
         sb.number_input(key=k).set_value(v)
     at.run()
     clean(at)
@@ -227,4 +228,6 @@ def test_sidebar_widgets_are_labelled_by_the_query_fields():
         assert Query.model_fields[q_name].title == field_label(q_name) and field_help(q_name)
     assert field_label("prompt_tokens") == "Prompt (tokens)"    # the sidebar's label before
     assert inputs._bounds("tp") == (1, state.MAX_GPUS)
+    assert inputs._bounds("dp") == (1, state.MAX_GPUS)
+    assert inputs._bounds("nodes") == (0, state.MAX_GPUS)         # 0: not given
     assert inputs._bounds("prompt") == (1, state.MAX_TOKENS)

@@ -381,15 +381,16 @@ def speculative_estimate(model, gpu, *, method: str, draft=None, gamma: int | No
                          batch: int = 1, context: int = 1024, weights: str = "bf16",
                          kv: str | None = None, activations: str | None = None,
                          draft_weights: str | None = None, engine: str = "vllm", tp: int = 1,
-                         pp: int = 1, ep: int = 1, tree_tokens: int | None = None,
+                         pp: int = 1, ep: int = 1, dp: int = 1, nodes: int | None = None,
+                         tree_tokens: int | None = None,
                          target_speedup: float | None = None, attention: str | None = None,
                          profile=None, hardware_dir: str | None = None) -> SpeculativeEstimate:
     """By ids (as api.predict_request): model/draft are catalog ids, HF repos or config paths;
     draft_weights sets the drafter's weight precision (default: the target's precision).
     The ids, batch and context are validated once, as a Query (core/query.py)."""
     q = make_query(model=model, gpu=gpu, weights=weights, kv=kv, activations=activations,
-                   engine=engine, tp=tp, pp=pp, ep=ep, attention=attention, profile=profile,
-                   hardware_dir=hardware_dir, batch=batch, context_tokens=context)
+                   engine=engine, tp=tp, pp=pp, ep=ep, dp=dp, nodes=nodes, attention=attention,
+                   profile=profile, hardware_dir=hardware_dir, batch=batch, context_tokens=context)
     sc, warnings, assumptions = resolve(q)
     draft_spec = None if draft is None else (draft if isinstance(draft, ModelSpec) else load_model(draft))
     dprec = None

@@ -26,12 +26,13 @@ CACHE = dict(max_entries=512, show_spinner=False)
 
 def api_kwargs(scn: UIScenario) -> dict:
     """The scenario's ids as keyword arguments (upload refs -> file paths), for the entry
-    points that do not take a Query yet (serve_curve, speculative_estimate, bench)."""
+    points that do not take a Query yet (speculative_estimate). The layout includes attention DP
+    and the node count (None: not given), so every page that takes these sees the sidebar's."""
     return dict(model=target(scn.model, "model"), gpu=target(scn.gpu, "gpu"),
                 weights=scn.weights, kv=scn.kv,
                 activations=None if scn.activations == "auto" else scn.activations,
-                engine=scn.engine, tp=scn.tp, pp=scn.pp, ep=scn.ep,
-                profile=profile_target(scn.profile))
+                engine=scn.engine, tp=scn.tp, pp=scn.pp, ep=scn.ep, dp=scn.dp,
+                nodes=scn.nodes or None, profile=profile_target(scn.profile))
 
 
 def ui_query(scn: UIScenario) -> Query:
@@ -124,9 +125,10 @@ def context_curve(key: str, prompts: tuple[int, ...]) -> Curve:
 
 @st.cache_data(**CACHE)
 def memory_at(key: str, batch: int, context: int) -> MemoryEstimate:
-    """perfmodel.api.memory at this batch and context (per GPU)."""
+    """perfmodel.api.memory at this batch and context (per GPU, on the scenario's whole
+    layout: tp, pp, ep, attention dp, nodes)."""
     q = ui_query(UIScenario.from_key(key))
-    return api.memory_of(q.with_(activations=None, ep=1, profile=None, batch=batch,
+    return api.memory_of(q.with_(activations=None, profile=None, batch=batch,
                                  context_tokens=context))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from perfmodel.core.errors import PerfModelError
 from perfmodel.webapp.data import CACHE, ui_query
 from perfmodel.webapp.state import UIScenario, profile_target, target
 
@@ -63,6 +64,10 @@ def claim_baseline(scn: UIScenario):
     """The sidebar's scenario as a perfmodel.analysis.claims Scenario (the claim's baseline)."""
     from perfmodel.analysis.claims import Scenario
 
+    if scn.dp != 1 or scn.nodes:
+        raise PerfModelError(f"claims are checked on tp x pp x ep layouts only: the sidebar's "
+                             f"DP {scn.dp} and Nodes {scn.nodes or 'not given'} are not modelled "
+                             "here; set DP 1 and Nodes 0 to check a claim")
     return Scenario(name="sidebar scenario", model=target(scn.model, "model"), gpu=target(scn.gpu, "gpu"),
                     tp=scn.tp, pp=scn.pp, ep=scn.ep, weights=scn.weights, kv=scn.kv,
                     activations=None if scn.activations == "auto" else scn.activations,
@@ -129,4 +134,4 @@ def measured_serving(key: str):
 
     scn = UIScenario.from_key(key)
     return measured_points(scn.model, scn.gpu, scn.engine, scn.weights, tp=scn.tp, pp=scn.pp,
-                           ep=scn.ep, prompt=scn.prompt, output=scn.output)
+                           ep=scn.ep, dp=scn.dp, prompt=scn.prompt, output=scn.output)

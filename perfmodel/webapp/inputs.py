@@ -162,7 +162,8 @@ def sidebar(page: str, show_scenario: bool = True) -> UIScenario:
     return new
 
 
-QUERY_OF = {"model": "model", "gpu": "gpu", "tp": "tp", "pp": "pp", "ep": "ep",
+QUERY_OF = {"model": "model", "gpu": "gpu", "tp": "tp", "pp": "pp", "ep": "ep", "dp": "dp",
+            "nodes": "nodes",
             "weights": "weights", "activations": "activations", "kv": "kv", "engine": "engine",
             "batch": "batch", "prompt": "prompt_tokens", "output": "output_tokens",
             "profile": "profile"}
@@ -177,11 +178,12 @@ def _bounds(name: str) -> tuple[int, int]:
     return lo, hi
 
 
-def _number(where, name: str, step: int = 1) -> None:
+def _number(where, name: str, step: int = 1, more_help: str = "") -> None:
     """A count input labelled and explained by its Query field; bounds from the UIScenario."""
     lo, hi = _bounds(name)
     q = QUERY_OF[name]
-    where.number_input(field_label(q), lo, hi, step=step, key=f"w_{name}", help=field_help(q))
+    where.number_input(field_label(q), lo, hi, step=step, key=f"w_{name}",
+                       help=field_help(q) + more_help)
 
 
 def _choice(where, name: str, options: list[str], more_help: str = "", **kw) -> None:
@@ -199,7 +201,12 @@ def _scenario_widgets(sb) -> None:
     _choice(sb, "gpu", gpu_ids(), " Or an uploaded YAML.", kind="gpu", format_func=state.label)
     for col, name in zip(sb.columns(3), ("tp", "pp", "ep")):
         _number(col, name)
-    sb.caption(f"GPUs per replica: {int(ss['w_tp']) * int(ss['w_pp'])} (TP x PP)")
+    c1, c2 = sb.columns(2)
+    _number(c1, "dp")
+    _number(c2, "nodes", more_help=" 0: not given (the model places the GPUs).")
+    gpus = int(ss["w_tp"]) * int(ss["w_dp"]) * int(ss["w_pp"])
+    placed = f" over {int(ss['w_nodes'])} nodes" if int(ss["w_nodes"]) else ""
+    sb.caption(f"GPUs per replica: {gpus} (TP x DP x PP){placed}")
     sb.subheader("Precision and engine")
     _choice(sb, "weights", WEIGHT_CHOICES, " int4 uses group-128 scales unless -gN is given.")
     _choice(sb, "activations", ACT_CHOICES, " auto: fp8 for fp8 weights (W8A8), else 16-bit.")

@@ -53,6 +53,9 @@ class UIScenario(BaseModel):
     tp: int = Field(default=1, ge=1, le=MAX_GPUS, description="Tensor-parallel degree.")
     pp: int = Field(default=1, ge=1, le=MAX_GPUS, description="Pipeline-parallel degree.")
     ep: int = Field(default=1, ge=1, le=MAX_GPUS, description="Expert-parallel degree.")
+    dp: int = Field(default=1, ge=1, le=MAX_GPUS, description="Attention data-parallel groups.")
+    nodes: int = Field(default=0, ge=0, le=MAX_GPUS,
+                       description="Servers the GPUs are laid over (0: not given, the model places them).")
     weights: str = Field(default="bf16", pattern=_ID, description="Weight precision.")
     kv: str = Field(default="bf16", pattern=_ID, description="KV-cache precision.")
     activations: str = Field(default="auto", pattern=_ID,

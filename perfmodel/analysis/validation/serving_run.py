@@ -215,11 +215,11 @@ class MeasuredPoint(BaseModel):
 
 
 def measured_points(model: str, gpu: str, engine: str, weights: str, *, tp: int = 1, pp: int = 1,
-                    ep: int = 1, prompt: int, output: int,
+                    ep: int = 1, dp: int = 1, prompt: int, output: int,
                     data: list[str | Path] | None = None) -> list[MeasuredPoint]:
     """The aggregated rows that map to exactly this configuration (ids as the catalog,
     hardware_db and engine presets spell them; KV precision is not matched: the files do
-    not state it), sorted by concurrency."""
+    not state it; dp: the attention data-parallel groups), sorted by concurrency."""
     paths = [DEFAULT_SERVING] if data is None else list(data)
     targets, _ = map_serving_rows([r for p in paths for r in read_serving(p)])
     want = (model, gpu, engine, weights, tp, pp, ep, prompt, output)
@@ -228,5 +228,5 @@ def measured_points(model: str, gpu: str, engine: str, weights: str, *, tp: int 
                          engine_version=t.measurement.get("backend_version"),
                          assumptions=t.assumptions)
            for t in targets if (t.model, t.gpu, t.engine, t.weights, t.tp, t.pp, t.ep, t.prompt,
-                                t.output) == want and t.attention_dp == 1]
+                                t.output) == want and t.attention_dp == dp]
     return sorted(out, key=lambda m: (m.concurrency, m.label))

@@ -55,6 +55,10 @@ def render() -> None:
     st.caption("Sends streamed requests to a running OpenAI-compatible server (vLLM, SGLang, "
                "TensorRT-LLM, llama.cpp, Ollama) at each concurrency level, and plots the model's "
                "prediction for the sidebar's model, GPU, engine and precision beside each level.")
+    if (scn.tp, scn.pp, scn.ep, scn.dp, scn.nodes) != (1, 1, 1, 1, 0):
+        st.info(f"The prediction beside each level is for one GPU: the sidebar's layout (TP {scn.tp}, "
+                f"PP {scn.pp}, EP {scn.ep}, DP {scn.dp}, Nodes {scn.nodes or 'not given'}) is not "
+                "used on this page.")
     with st.form("measure"):
         c = st.columns([3, 2, 2])
         c[0].text_input("Base URL", key="w_measure_url", help="e.g. http://127.0.0.1:8000/v1")

@@ -109,7 +109,8 @@ def render() -> None:
         {"p50": [q.tpot_p50_s for q in pts], "p90": [q.tpot_p90_s for q in pts]},
         [q.fits for q in pts], measured), width="stretch")
     left.caption(f"Diamonds: {len(measured)} measured means of this exact configuration "
-                 "(data/serving/aic_silicon_sample.csv; KV precision not stated there)."
+                 "(data/serving/aic_silicon_sample.csv; KV precision"
+                 + (" and node count" if scn.nodes else "") + " not stated there)."
                  if measured else "No measured serving point for this exact configuration "
                  "(model, GPU, engine, weights, parallelism, prompt and output lengths).")
     right.plotly_chart(charts_serving.throughput(

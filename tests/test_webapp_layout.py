@@ -1,0 +1,114 @@
+"""Attention data parallelism (dp) and the node count (nodes) in the web app's sidebar
+(issue 14): the Calculator follows them as perfmodel.api does for the same Query, a bad node
+count is one inline line, and links and scenario files made before the fields existed still
+load. Expected values come from perfmodel's public API, never from the page."""
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from perfmodel import api
+from perfmodel.core.query import make_query
+from perfmodel.core.units import MS
+from perfmodel.webapp import state
+from perfmodel.webapp.data import api_kwargs, ui_query
+from perfmodel.webapp.texts import num
+
+from test_webapp import clean, metrics, run
+
+# DeepSeek-V3 fp8 on 8 x H200 with attention DP: the layout of SGLang's
+# --tp 8 --enable-dp-attention --dp 2 style deployments (tp 4 per DP group, EP over all 8)
+DSV3 = dict(model="deepseek-v3", gpu="h200-sxm", weights="fp8", tp=4, ep=4, batch=8,
+            prompt=1024, output=256)
+
+
+def reference(**layout):
+    q = make_query(model="deepseek-v3", gpu="h200-sxm", weights="fp8", batch=8,
+                   prompt_tokens=1024, output_tokens=256, **layout)
+    return api.request_estimate(api.evaluate(q))
+
+
+@pytest.fixture(autouse=True)
+def uploads(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFMODEL_WEBAPP_UPLOADS", str(tmp_path / "uploads"))
+
+
+def test_dp_changes_the_calculator_as_the_api_does():
+    at = run(**DSV3)
+    clean(at)
+    one = reference(tp=4, ep=4)
+    assert metrics(at)["TPOT"] == f"{num(one.tpot_s / MS)} ms"
+    at.sidebar.number_input(key="w_ep").set_value(8)
+    at.sidebar.number_input(key="w_dp").set_value(2).run()
+    clean(at)
+    two = reference(tp=4, dp=2, ep=8)
+    assert two.tpot_s != one.tpot_s                     # the layout matters to the model ...
+    assert metrics(at)["TPOT"] == f"{num(two.tpot_s / MS)} ms"   # ... and the page follows it
+    assert metrics(at)["TTFT"] == f"{num(two.ttft_s / MS)} ms"
+    assert at.session_state["scenario"].dp == 2
+    assert at.query_params["dp"] in (["2"], "2")         # the link carries it
+    assert any("8 (TP x DP x PP)" in c.value for c in at.sidebar.caption)
+
+
+def test_nodes_reach_the_query_and_a_bad_count_is_one_line():
+    scn = state.UIScenario(model="deepseek-v3", gpu="h200-sxm", weights="fp8", tp=4, dp=2, ep=8,
+                           nodes=2)
+    assert ui_query(scn).nodes == 2 and ui_query(scn).dp == 2
+    assert api_kwargs(scn.model_copy(update={"nodes": 0}))["nodes"] is None   # 0: not given
+    at = run(**{**DSV3, "ep": 8, "dp": 2, "nodes": 3})
+    clean(at)
+    errors = [e.value for e in at.error]
+    assert any("do not divide evenly" in e and "\n" not in e for e in errors), errors
+    at.sidebar.number_input(key="w_nodes").set_value(2).run()   # 8 GPUs over 2 servers: fine
+    clean(at)
+    ref = api.request_estimate(api.evaluate(ui_query(at.session_state["scenario"])))
+    assert at.session_state["scenario"].nodes == 2
+    assert metrics(at)["TPOT"] == f"{num(ref.tpot_s / MS)} ms"
+
+
+def test_old_links_and_scenario_files_without_dp_or_nodes_still_load():
+    old_url = {"model": "mixtral-8x7b", "gpu": "h100-sxm", "tp": "2", "pp": "1", "ep": "2",
+               "weights": "bf16", "kv": "bf16", "activations": "auto", "engine": "vllm",
+               "batch": "8", "prompt": "1024", "output": "256", "profile": ""}
+    scn, notes = state.from_query(old_url)
+    assert notes == [] and (scn.dp, scn.nodes) == (1, 0) and scn.ep == 2
+    doc = json.loads(state.to_json(scn))
+    for name in ("dp", "nodes"):
+        del doc["scenario"][name]                        # a file saved before the fields existed
+    assert state.from_json(json.dumps(doc)) == scn
+    at = run(**old_url)
+    clean(at)
+    ref = api.predict_request("mixtral-8x7b", "h100-sxm", tp=2, ep=2, batch=8, prompt=1024, output=256)
+    assert metrics(at)["TPOT"] == f"{num(ref.tpot_s / MS)} ms"
+
+
+def test_url_round_trip_keeps_the_layout():
+    scn = state.UIScenario(model="deepseek-v3", tp=4, dp=2, ep=8, nodes=2)
+    back, notes = state.from_query(state.to_query(scn))
+    assert back == scn and notes == []
+    _, notes = state.from_query({"nodes": "-1", "dp": "0"})
+    assert len(notes) == 2                               # out of bounds: reported, default used
+
+
+def test_pages_without_dp_say_so_inline():
+    at = run("claims", **{**DSV3, "ep": 8, "dp": 2, "claim_mode": "free"})
+    clean(at)
+    assert any("DP 2" in e.value and "not modelled" in e.value for e in at.error)
+    at = run("measure", **{**DSV3, "ep": 8, "dp": 2})
+    clean(at)
+    assert any("DP 2" in i.value and "not used" in i.value for i in at.info)
+
+
+def test_speculative_page_uses_the_layout():
+    from perfmodel.analysis.speculative import speculative_estimate
+
+    at = run("speculative", **{**DSV3, "ep": 8, "dp": 2, "spec_method": "mtp"})
+    clean(at)
+    scn = at.session_state["scenario"]
+    assert scn.dp == 2
+    kw = dict(method="mtp", gamma=scn.spec_gamma, acceptance=scn.spec_alpha, batch=8, context=1024)
+    with_dp = speculative_estimate(**api_kwargs(scn), **kw)
+    without = speculative_estimate(**{**api_kwargs(scn), "dp": 1, "ep": 4}, **kw)
+    assert with_dp.tpot_s != without.tpot_s
+    assert metrics(at)["TPOT"].startswith(f"{num(with_dp.tpot_s / MS)} ms")
