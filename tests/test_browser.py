@@ -113,3 +113,43 @@ def test_every_page_opens_by_its_url(server):
                 page.close()
         finally:
             browser.close()
+
+
+def set_number(page, label: str, value: int) -> None:
+    box = page.get_by_role("spinbutton", name=label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def test_attention_dp_in_chromium(server):
+    # issue 14: attention DP is reachable from the sidebar and the Calculator follows it as
+    # perfmodel.api does for the same Query (DeepSeek-V3 fp8, 8 x H200: tp 4 x dp 2, EP 8)
+    from perfmodel import api
+    from perfmodel.core.query import make_query
+    from perfmodel.core.units import MS
+    from perfmodel.webapp.texts import num
+
+    q = make_query(model="deepseek-v3", gpu="h200-sxm", weights="fp8", tp=4, dp=2, ep=8,
+                   batch=8, prompt_tokens=1024, output_tokens=256)
+    want = f"{num(api.request_estimate(api.evaluate(q)).tpot_s / MS)} ms"
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 2000})
+            page.goto(f"{server}/?model=deepseek-v3&gpu=h200-sxm&weights=fp8&tp=4&ep=4&batch=8"
+                      "&prompt=1024&output=256", timeout=60_000)
+            page.wait_for_selector('[data-testid="stMetricValue"]', timeout=60_000)
+            before = metric_value(page, "TPOT")
+            set_number(page, "DP", 2)
+            page.wait_for_function("() => window.location.search.includes('dp=2')", timeout=30_000)
+            set_number(page, "EP", 8)
+            page.wait_for_function("() => window.location.search.includes('ep=8')", timeout=30_000)
+            deadline = time.time() + 30
+            got = before
+            while got != want and time.time() < deadline:
+                time.sleep(0.3)
+                got = metric_value(page, "TPOT") if page.locator('[data-testid="stMetric"]').count() else got
+            assert got == want != before, (before, got, want)
+            assert not page.locator('[data-testid="stException"]').count()
+        finally:
+            browser.close()
