@@ -112,3 +112,15 @@ def test_speculative_page_uses_the_layout():
     without = speculative_estimate(**{**api_kwargs(scn), "dp": 1, "ep": 4}, **kw)
     assert with_dp.tpot_s != without.tpot_s
     assert metrics(at)["TPOT"].startswith(f"{num(with_dp.tpot_s / MS)} ms")
+
+
+def test_sweep_memory_curve_is_on_the_whole_layout():
+    from perfmodel.webapp import data
+
+    scn = state.UIScenario(model="deepseek-v3", gpu="h200-sxm", weights="fp8", tp=4, dp=2, ep=8)
+    got = data.memory_at.__wrapped__(scn.key(), 8, 4096)
+    want = api.memory("deepseek-v3", "h200-sxm", weights="fp8", batch=8, context=4096, tp=4,
+                      ep=8, dp=2)
+    assert got.total_bytes == want.total_bytes
+    four = api.memory("deepseek-v3", "h200-sxm", weights="fp8", batch=8, context=4096, tp=4, ep=4)
+    assert got.weight_bytes < four.weight_bytes          # experts over 8 GPUs, not the 4 of one group
