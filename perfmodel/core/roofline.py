@@ -152,6 +152,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                                       depth=expert_depth if experts else 1.0,
                                       top_k=m.moe.experts_per_token if experts else 0)
             wbytes = c.weight_bytes / (engine.quant_kernel_efficiency if op.quantized else 1.0)
+            if experts:   # the fused MoE kernel's own streaming rate (core/grouped_gemm.py)
+                wbytes = wbytes / engine.moe_stream_fraction
             memory = (wbytes + c.act_bytes) / bw
             at_peak = at_peak + c.flops / max(hw.peak_flops_per_s[op_dtype], vector_peak)
         elif op.kind == "attention":

@@ -284,6 +284,10 @@ class EngineProfile(Spec):
         "behind the expert GEMMs by running two micro-batches in turn (SGLang "
         "--enable-two-batch-overlap with DeepEP; LMSYS blog 'Deploying DeepSeek with PD "
         "disaggregation and large-scale EP', 2025). 0 in the presets: it is opt-in.")
+    moe_stream_fraction: float = Field(
+        default=1.0, gt=0, le=1, description="Rate at which the engine's fused MoE kernel streams "
+        "the touched experts' weights, relative to a dense GEMM's (its weight bytes are divided "
+        "by it; core/grouped_gemm.py). 1: no measurement of the engine's default MoE kernel.")
     scheduler: SchedulerSpec = Field(
         default_factory=SchedulerSpec, description="Request scheduler limits and policy.")
     server_scheduler: SchedulerSpec | None = Field(
