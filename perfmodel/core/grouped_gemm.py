@@ -120,6 +120,7 @@ H200's 4.8 TB/s. This model without the fraction prices the same MoE block (expe
 permute, combine, activation) 73.7 us apart, so 73.7 / 93.3 = 0.79. Why: a grouped kernel's
 CTAs each stream one tile of one small expert slice, and the down projection's tiles reduce
 over F/tp = 192 rows (1.5 BLOCK_K iterations), too short to fill the load pipeline.
-A property of the kernel family, so it is set on the engine whose default MoE kernel it is;
-the other presets keep 1 (their default MoE kernels on the measured GPUs, FlashInfer/TRT-LLM
-CUTLASS and trtllm-gen on Blackwell, Marlin for int4, were not measured here)."""
+A property of the kernel family, so it is set on the engine whose default MoE kernel it is and
+taken for its MoE layers in every dtype (an assumption: the measurement is its fp8 kernel on
+Hopper); the other presets keep 1 (their default MoE kernels on the measured GPUs, FlashInfer/
+TRT-LLM CUTLASS and trtllm-gen on Blackwell, Marlin for int4, were not measured here)."""
