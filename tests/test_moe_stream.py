@@ -1,5 +1,5 @@
-"""The fused MoE kernel's weight-streaming rate (EngineProfile.moe_stream_fraction,
-perfmodel/core/grouped_gemm.py SGLANG_FUSED_MOE_STREAM_FRACTION)."""
+"""The fused MoE kernel's weight-streaming rate and quantize casts (EngineProfile.
+moe_stream_fraction, moe_act_quant_kernels; perfmodel/core/grouped_gemm.py)."""
 
 import numpy as np
 import pytest
@@ -42,11 +42,29 @@ def test_without_the_fraction_the_increment_is_short_of_the_measurement():
     assert increment < 0.85 * (124.99 - 31.70) * 1e-6
 
 
-def test_sglang_whole_moe_call_within_20_percent_of_pr_11730_at_every_batch():
+def test_sglang_whole_moe_call_within_8_percent_of_pr_11730_at_every_batch():
     # sgl-project/sglang PR #11730, H200, Qwen3-235B fp8 TP8: batch -> fused_moe time (us)
     measured_us = {1: 31.70, 2: 36.56, 4: 49.67, 8: 66.87, 16: 92.36, 24: 117.38, 32: 124.99}
     for batch, us in measured_us.items():
-        assert _moe_block_s(ENGINES["sglang"], batch) == pytest.approx(us * 1e-6, rel=0.20)
+        assert _moe_block_s(ENGINES["sglang"], batch) == pytest.approx(us * 1e-6, rel=0.08)
+
+
+def test_without_the_quantize_casts_one_token_misses_pr_11730():
+    # PR #11730 at batch 1: 31.70 us; without the two casts per layer the call is > 12% short
+    no_casts = ENGINES["sglang"].model_copy(update={"moe_act_quant_kernels": 0.0})
+    assert _moe_block_s(no_casts, 1) < 0.88 * 31.70e-6
+
+
+def test_quantize_casts_cost_two_kernel_floors_per_moe_layer_only_in_w8a8():
+    # sglang fused_moe.py invoke_fused_moe_kernel: one per_token_group_quant_fp8 per grouped GEMM
+    m, hw = load_model("qwen3-235b-a22b"), load_gpu("h200-sxm")
+    eff, dep = default_efficiency(hw), Deployment(tp=8)
+    no_casts = ENGINES["sglang"].model_copy(update={"moe_act_quant_kernels": 0.0})
+    for precision, casts in ((FP8, 2.0), (Precision.of("bf16"), 0.0)):
+        with_c, without = (float(step_time(m, hw, precision, e, eff, 4.0, 1.0, 1024.0,
+                                           dep=dep).gpu_s) for e in (ENGINES["sglang"], no_casts))
+        assert with_c - without == pytest.approx(casts * m.num_moe_layers * eff.kernel_s,
+                                                 rel=1e-9, abs=1e-12)
 
 
 def test_dense_models_do_not_see_the_fraction():
@@ -59,16 +77,20 @@ def test_dense_models_do_not_see_the_fraction():
     np.testing.assert_array_equal(with_fraction.time_s, without.time_s)
 
 
-def test_only_the_sglang_preset_sets_a_fraction():
+def test_only_the_sglang_preset_sets_a_fraction_and_casts():
     assert ENGINES["sglang"].moe_stream_fraction == SGLANG_FUSED_MOE_STREAM_FRACTION
-    assert all(e.moe_stream_fraction == 1.0 for k, e in ENGINES.items() if k != "sglang")
+    assert ENGINES["sglang"].moe_act_quant_kernels == 2.0
+    others = [e for k, e in ENGINES.items() if k != "sglang"]
+    assert all(e.moe_stream_fraction == 1.0 and e.moe_act_quant_kernels == 0.0 for e in others)
 
 
-@pytest.mark.parametrize("bad", [0.0, -0.5, 1.5])
-def test_a_fraction_outside_0_1_is_rejected(bad):
-    with pytest.raises(ValidationError, match="moe_stream_fraction"):
-        ENGINES["sglang"].model_validate({**ENGINES["sglang"].model_dump(),
-                                          "moe_stream_fraction": bad})
+@pytest.mark.parametrize("field, bad", [("moe_stream_fraction", 0.0),
+                                        ("moe_stream_fraction", -0.5),
+                                        ("moe_stream_fraction", 1.5),
+                                        ("moe_act_quant_kernels", -1.0)])
+def test_out_of_range_moe_kernel_fields_are_rejected(field, bad):
+    with pytest.raises(ValidationError, match=field):
+        ENGINES["sglang"].model_validate({**ENGINES["sglang"].model_dump(), field: bad})
 
 
 @given(st.floats(0.2, 1.0), st.floats(0.2, 1.0), st.sampled_from([1.0, 4.0, 32.0, 256.0]),

@@ -147,6 +147,9 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         if op.kind == "gemm":
             op_dtype, op_dequant = per_module.get(op.group, (dtype, dequant))
             experts = op.name == "experts" and m.moe is not None
+            if experts and op_dtype in W8A8_DTYPES:   # quantize casts inside the fused MoE
+                k = k + engine.moe_act_quant_kernels * m.num_moe_layers
+                kernels = kernels + engine.moe_act_quant_kernels * m.num_moe_layers
             compute = _gemm_compute_s(op, hw.peak_flops_per_s[op_dtype], vector_peak, eff,
                                       engine, op.quantized and op_dequant,
                                       depth=expert_depth if experts else 1.0,
