@@ -40,15 +40,29 @@ def test_glm5_indexer_is_whole_on_every_rank():
 
 def test_memory_holds_the_replicated_matrices_whole():
     m = load_model("deepseek-v3")
-    replicated = sum(x.elements for x in all_matrices(m) if x.name in TP_REPLICATED) * 2.0
+    replicated = sum(x.elements for x in all_matrices(m)
+                     if x.name in TP_REPLICATED and x.group == "attention") * 2.0
     attn1 = weight_bytes_by_group(m, BF16, Deployment(tp=1))["attention"]
     attn8 = weight_bytes_by_group(m, BF16, Deployment(tp=8))["attention"]
     assert attn8 == pytest.approx((attn1 - replicated) / 8 + replicated)
 
 
+def test_the_router_is_whole_on_every_rank():
+    # vLLM/SGLang Qwen3-MoE: self.gate = ReplicatedLinear(hidden_size, num_experts);
+    # Qwen3-235B: D = 4096, E = 128, 94 MoE layers, 16-bit
+    w1, w8 = _weights("qwen3-235b-a22b", 1), _weights("qwen3-235b-a22b", 8)
+    assert w8["router"] == pytest.approx(4096 * 128 * 94 * 2) == w1["router"]
+
+
+def test_memory_holds_the_router_whole():
+    m = load_model("qwen3-235b-a22b")
+    assert (weight_bytes_by_group(m, BF16, Deployment(tp=8))["router"]
+            == pytest.approx(4096 * 128 * 94 * 2))
+
+
 @given(st.sampled_from(["llama-3.1-70b", "qwen3-235b-a22b", "mixtral-8x7b"]),
        st.sampled_from([2, 4, 8]))
-def test_models_without_mla_or_dsa_split_every_op(model, tp):
+def test_models_without_mla_or_dsa_split_every_other_op(model, tp):
     m = load_model(model)
     if m.num_heads % tp:
         return
@@ -56,9 +70,9 @@ def test_models_without_mla_or_dsa_split_every_op(model, tp):
             rank_ops(m, BF16, 4.0, 1.0, 512.0, Deployment(tp=1), attention="flash")}
     opsn = {o.name: float(o.cost.weight_bytes) for o in
             rank_ops(m, BF16, 4.0, 1.0, 512.0, Deployment(tp=tp), attention="flash")}
-    assert not TP_REPLICATED & set(opsn)
+    assert not {"q_a_proj", "kv_a_proj", "indexer"} & set(opsn)
     for name, w in opsn.items():
-        assert w == pytest.approx(ops1[name] / tp)
+        assert w == pytest.approx(ops1[name] if name in TP_REPLICATED else ops1[name] / tp)
 
 
 @given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8]))

@@ -31,9 +31,12 @@ A2A_LATENCY_HOPS = 2      # concurrent all-to-all: data hop + arrival flag (Deep
 QK_NORM_SUM_BYTES = 4.0   # a per-token sum of squares is all-reduced in fp32 (vLLM
                           # MiniMaxText01RMSNormTP upcasts before the reduction)
 TP_REPLICATED = frozenset({"q_a_proj", "kv_a_proj", "indexer_wq", "indexer_wk",
-                           "indexer_weights", "indexer"})
+                           "indexer_weights", "indexer", "router", "shared_gate", "moe_routing"})
 """Ops every TP rank runs whole: MLA's down-projections to the q and kv latents (every rank
-needs the whole latents) and the DSA indexer (every rank must pick the same top-k tokens).
+needs the whole latents), the DSA indexer (every rank must pick the same top-k tokens), and
+the MoE router with its top-k (every rank routes every token: vLLM's and SGLang's MoE blocks
+build the gate and Qwen's shared-expert gate as ReplicatedLinear; DeepSeek's Gate is a full
+parameter on every rank).
 DeepSeek-V3.2-Exp inference/model.py builds wq_a, wkv_a and the Indexer's wq_b, wk and
 weights_proj as plain Linear (wq_b, wkv_b, wo of MLA are Column/RowParallelLinear); SGLang
 (fused_qkv_a_proj_with_mqa) and vLLM (MergedReplicatedLinear) replicate the down-projections,
