@@ -130,8 +130,8 @@ def _bench_run(levels=(1, 4), requests=4, prompt=1024, output=256):
                          requests=requests, prompt_tokens=prompt, max_tokens=output)
     results = []
     for c in levels:
-        samples = [RequestSample(index=i, ok=True, start_s=0.0, ttft_s=0.5, end_s=0.5 + 0.02 * (output - 1),
-                                 output_tokens=output, prompt_tokens=prompt, tokens_source="usage",
+        samples = [RequestSample(index=i, ok=True, start_s=0.0, ttft_s=0.5,
+                                 end_s=0.5 + 0.02 * (output - 1), output_tokens=output, prompt_tokens=prompt, tokens_source="usage",
                                  finish_reason="length") for i in range(requests)]
         results.append(LevelResult(concurrency=c, requests_planned=requests,
                                    stats=summarize(samples), requests=samples))

@@ -8,6 +8,7 @@ levers.py move these fields; metrics.py evaluates a filled scenario with the tim
     name: vllm-int8
     model: llama-3.1-8b          # catalog id, HF repo, config.json path, or an inline ModelSpec
     gpu: rtx-4090
+    tp: 1                        # layout as the Query takes it: tp, pp, ep, dp, nodes
     weights: int8                # kv, activations likewise
     engine: vllm
     batch: 1                     # or concurrency: 8 (requests in flight under the engine)
