@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 pytest.importorskip("llama_cpp")
@@ -161,6 +162,7 @@ def test_cpu_decode_matches_the_bandwidth_bound(tmp_path):
           f"{measured_tpot * 1e3:.2f} ms, predicted {est.tpot_s * 1e3:.2f} ms ({est.bound}-bound),"
           f" measured/predicted {ratio:.2f}, error {ratio - 1:+.0%}")
     serve_ok = check_serve_simulation(run, spec, hw, profile)
+    check_record_replay(run, spec, hw, profile, tmp_path / "run.json")
     assert est.bound == "memory"
     assert BAND[0] < ratio < BAND[1]
     assert serve_ok
@@ -183,3 +185,23 @@ def check_serve_simulation(run, spec: ModelSpec, hw: HardwareSpec, profile: Prof
                       for c, m, s, r in zip(LEVELS, measured, simulated, ratios)))
     assert simulated == sorted(simulated) and measured == sorted(measured), (measured, simulated)
     return all(BAND[0] < r < BAND[1] for r in ratios)
+
+def check_record_replay(run, spec: ModelSpec, hw: HardwareSpec, profile: Profile,
+                        path: Path) -> None:
+    """The record just measured, written as `bench-endpoint --out` writes it and replayed by
+    `serve --trace` (api.serve with trace=path): one point per measured level, at its
+    concurrency, over its requests, and the TTFT p50 ordering over the levels matches the
+    measured one (one sequence at a time, as check_serve_simulation)."""
+    path.write_text(run.model_dump_json(indent=1))
+    rep = serve(spec, hw, weights="fp16", engine="llama-cpp", trace=str(path), max_num_seqs=1,
+                profile=profile)
+    assert rep.arrival == "record"
+    assert [p.concurrency for p in rep.points] == [lv.concurrency for lv in run.levels]
+    assert [p.num_requests for p in rep.points] == [lv.stats.ok for lv in run.levels]
+    measured = [m["ttft_p50_s"] for m in rep.measured]
+    replayed = [p.ttft_p50_s for p in rep.points]
+    print("serve --trace run.json vs measured TTFT p50 (ms) at concurrency "
+          + ", ".join(f"{p.concurrency}: {m * 1e3:.0f} vs {s * 1e3:.0f}"
+                      for p, m, s in zip(rep.points, measured, replayed)))
+    assert measured == [lv.stats.ttft_p50_s for lv in run.levels]
+    assert np.argsort(replayed).tolist() == np.argsort(measured).tolist(), (measured, replayed)

@@ -152,6 +152,28 @@ def test_cli_json_and_table(run_file, capsys):
     assert "bench-endpoint record" in table and "measured" in table
 
 
+def test_bench_endpoint_predict_simulates_the_level_as_serve_trace_replays_it(run_file):
+    """--predict's `simulated` is the same replay: each level's values equal the point
+    `serve --trace` gives for it (one code path, serving/trace_record.py)."""
+    from perfmodel.analysis.endpoint import PredictSpec, with_predictions
+    from perfmodel.analysis.endpoint.fit import load_run
+
+    run = with_predictions(load_run(run_file), PredictSpec(model=MODEL, gpu=GPU))
+    rep = api.serve(MODEL, GPU, trace=str(run_file))
+    for lv, p in zip(run.levels, rep.points):
+        sim = lv.prediction.simulated
+        assert sim and all(sim[k] == getattr(p, k) for k in sim), lv.concurrency
+
+
+def test_a_replay_brings_its_own_levels(run_file):
+    replay = load_trace(run_file)
+    with pytest.raises(PerfModelError, match="its own levels"):
+        api.serve(MODEL, GPU, replay=replay, concurrencies=[1])
+    with pytest.raises(PerfModelError, match="replay must be a Replay"):
+        api.serve(MODEL, GPU, replay={"levels": []})
+    assert len(api.serve(MODEL, GPU, replay=replay).points) == 2
+
+
 # --------------------------------------------------------------------------- bad records
 
 

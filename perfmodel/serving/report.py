@@ -61,11 +61,21 @@ def query_workloads(q: Query, *, concurrencies=None, rate_rps=None,
 
 
 def serve_report(q: Query, sc: Scenario, warnings: list[str], assumptions: list[str], *,
-                 concurrencies=None, rate_rps=None, timeline: bool = False) -> ServeReport:
-    """Simulate the Query's serving workload on its resolved Scenario (api.resolve)."""
+                 concurrencies=None, rate_rps=None, timeline: bool = False,
+                 replay: Replay | None = None) -> ServeReport:
+    """Simulate the Query's serving workload on its resolved Scenario (api.resolve); with
+    `replay` (a bench-endpoint record already read), that record's levels instead."""
     sc = with_scheduler(on_server(sc), max_num_seqs=q.max_num_seqs,
                         max_num_batched_tokens=q.max_num_batched_tokens)
-    trace = load_trace(q.trace) if isinstance(q.trace, str) else q.trace
+    if replay is not None and not isinstance(replay, Replay):
+        raise PerfModelError(f"replay must be a Replay (serving.trace_record.replay_of), got "
+                             f"{type(replay).__name__}")
+    if replay is not None and (q.has_serving_workload or concurrencies is not None
+                               or rate_rps is not None):
+        raise PerfModelError("a replayed record brings its own levels: give no concurrency, "
+                             "rate_rps or trace with it")
+    trace = replay if replay is not None else (
+        load_trace(q.trace) if isinstance(q.trace, str) else q.trace)
     replay = trace if isinstance(trace, Replay) else None
     wls = query_workloads(q, concurrencies=concurrencies, rate_rps=rate_rps, trace=trace)
     longest = max(w.longest_prompt + w.longest_output for w in wls)

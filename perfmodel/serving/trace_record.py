@@ -136,6 +136,12 @@ def parse_record(name: str, text: str) -> Replay:
     except (json.JSONDecodeError, RecursionError) as exc:
         msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
         raise PerfModelError(f"trace {name} is not valid JSON: {msg}") from None
+    return replay_of(doc, name)
+
+
+def replay_of(doc, name: str = "record") -> Replay:
+    """A record already parsed from JSON (or dumped: BenchmarkRun.model_dump(mode="json"))
+    as a Replay; the errors of parse_record."""
     if not isinstance(doc, dict) or doc.get("schema_version") != RECORD_SCHEMA:
         got = (f"schema_version {doc.get('schema_version')!r:.60}" if isinstance(doc, dict)
                else f"a JSON {type(doc).__name__}")
