@@ -191,11 +191,16 @@ def check_record_replay(run, spec: ModelSpec, hw: HardwareSpec, profile: Profile
     """The record just measured, written as `bench-endpoint --out` writes it and replayed by
     `serve --trace` (api.serve with trace=path): one point per measured level, at its
     concurrency, over its requests, and the TTFT p50 ordering over the levels matches the
-    measured one (one sequence at a time, as check_serve_simulation)."""
+    measured one (one sequence at a time, as check_serve_simulation). llama-cpp-python's
+    stream reports no usage, so the replay takes the config's prompt_tokens (16 words, about
+    PROMPT_TOKENS real tokens here) and says so: its TTFTs are lower than measured, which is
+    why only the ordering is asserted."""
     path.write_text(run.model_dump_json(indent=1))
     rep = serve(spec, hw, weights="fp16", engine="llama-cpp", trace=str(path), max_num_seqs=1,
                 profile=profile)
     assert rep.arrival == "record"
+    if all(r.prompt_tokens is None for lv in run.levels for r in lv.requests):
+        assert any("without a server usage count" in w for w in rep.warnings), rep.warnings
     assert [p.concurrency for p in rep.points] == [lv.concurrency for lv in run.levels]
     assert [p.num_requests for p in rep.points] == [lv.stats.ok for lv in run.levels]
     measured = [m["ttft_p50_s"] for m in rep.measured]
