@@ -31,11 +31,9 @@ import math
 from dataclasses import dataclass
 
 from perfmodel.core.errors import PerfModelError
+from perfmodel.core.query import MAX_COUNT
 
 RECORD_SCHEMA = "perfmodel.bench-endpoint/1"
-MAX_RECORD_CONCURRENCY = 1 << 20
-"""Bound on a level's concurrency read from a record (bench-endpoint itself allows 1,024:
-analysis/endpoint/config.py MAX_CONCURRENCY); beyond it the file is not a real run."""
 
 MEASURED_KEYS = {
     "ttft_p50_s": "ttft_p50_s", "ttft_p90_s": "ttft_p90_s", "ttft_p99_s": "ttft_p99_s",
@@ -74,12 +72,13 @@ def is_record_text(name: str, text: str) -> bool:
     return name.lower().endswith(".json") or text.lstrip().startswith(("{", "["))
 
 
-def _int(where: str, value, *, low: int, high: int = MAX_RECORD_CONCURRENCY * 1024) -> int:
-    """An integer (an integral JSON number) in [low, high], else one error line."""
+def _int(where: str, value, *, low: int) -> int:
+    """An integer (an integral JSON number) in [low, MAX_COUNT] (the Query's bound on
+    counts), else one error line."""
     ok = (not isinstance(value, bool) and isinstance(value, (int, float))
-          and math.isfinite(value) and value == int(value) and low <= value <= high)
+          and math.isfinite(value) and low <= value <= MAX_COUNT and value == int(value))
     if not ok:
-        raise PerfModelError(f"{where} must be an integer in {low}..{high}, got {value!r:.40}")
+        raise PerfModelError(f"{where} must be an integer >= {low}, got {value!r:.40}")
     return int(value)
 
 
@@ -89,7 +88,7 @@ def _level(name: str, i: int, lv, default_prompt: int) -> tuple[RecordLevel, int
     where = f"record {name} level {i + 1}"
     if not isinstance(lv, dict):
         raise PerfModelError(f"{where} is not an object")
-    conc = _int(f"{where}: concurrency", lv.get("concurrency"), low=1, high=MAX_RECORD_CONCURRENCY)
+    conc = _int(f"{where}: concurrency", lv.get("concurrency"), low=1)
     reqs = lv.get("requests")
     if not isinstance(reqs, list):
         raise PerfModelError(f"{where}: requests must be a list of request samples")
