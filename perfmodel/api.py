@@ -364,7 +364,8 @@ def serve(query: Query | str | object = None, gpu=None, *, concurrencies=None, r
     loop at each of `rate_rps`, or the Query's own level (concurrency, rate_rps or trace: CSV
     path or (arrival_s, prompt, output) rows, or a bench-endpoint record's path: a point per
     measured level, serving/trace_record.py), or `replay`, a record already read
-    (serving.trace_record.replay_of). Also accepts the older call
+    (serving.trace_record.replay_of); with a record, a given prompt_tokens is the prompt of
+    its requests that have no usage count. Also accepts the older call
     serve(model, gpu, prompt_tokens=..., output_tokens=..., trace=..., ...), whose keywords
     are the Query's field names. max_num_seqs / max_num_batched_tokens override the
     engine's scheduler limits (as the engines' flags of those names do). Raises
@@ -377,10 +378,10 @@ def serve(query: Query | str | object = None, gpu=None, *, concurrencies=None, r
                                  "included) in the Query")
         q = query
     else:
-        prompt_tokens = 1024 if prompt_tokens is _UNSET else prompt_tokens
-        output_tokens = 1024 if output_tokens is _UNSET else output_tokens
-        if (fields.get("trace") is None and replay is None
-                and (prompt_tokens is None or output_tokens is None)):
+        traced = fields.get("trace") is not None or replay is not None   # lengths from the trace
+        prompt_tokens = (None if traced else 1024) if prompt_tokens is _UNSET else prompt_tokens
+        output_tokens = (None if traced else 1024) if output_tokens is _UNSET else output_tokens
+        if not traced and (prompt_tokens is None or output_tokens is None):
             raise PerfModelError("prompt_tokens and output_tokens are required without a trace")
         lengths = {k: v for k, v in (("prompt_tokens", prompt_tokens),
                                      ("output_tokens", output_tokens)) if v is not None}

@@ -96,7 +96,7 @@ def test_serve_gives_one_point_per_level_with_the_measured_stats(run_file):
         assert measured["request_rate_rps"] == s.requests_s
     notes = " | ".join(rep.warnings)
     assert "concurrency 2: 1 failed request(s) left out" in notes
-    assert f"prompt_tokens {CONFIG_PROMPT}" in notes and "0 output tokens replayed as 1" in notes
+    assert f"a prompt of {CONFIG_PROMPT} tokens" in notes and "0 output tokens replayed as 1" in notes
     assert "concurrency 1:" not in notes
 
 
@@ -119,6 +119,21 @@ def test_longer_requests_replay_slower(tmp_path):
         p.write_text(record({2: [sample(i, prompt=16, output=out) for i in range(4)]}).model_dump_json())
         return api.serve(MODEL, GPU, trace=str(p)).points[0].e2e_p50_s
     assert e2e(64) > 1.8 * e2e(32)
+
+
+def test_a_given_prompt_replaces_the_config_length_only_where_usage_is_missing(run_file, capsys):
+    """A server without usage counts (llama-cpp-python's stream): the caller's prompt length
+    replaces the config's approximate one for those requests, and only for those."""
+    wls = api.serve(MODEL, GPU, trace=str(run_file), prompt_tokens=777)
+    assert any("a prompt of 777 tokens (given)" in w for w in wls.warnings)
+    replay = load_trace(run_file, prompt_tokens=777)
+    assert [p for p, _ in replay.levels[1].lengths] == [500, 777, 80, 60]
+    assert [p for p, _ in replay.levels[0].lengths] == [100, 120, 140]      # usage kept
+    base = ["serve", "--model", MODEL, "--gpu", GPU, "--trace", str(run_file)]
+    assert main(base + ["--prompt-tokens", "777"]) == 0
+    assert "a prompt of 777 tokens (given)" in capsys.readouterr().out
+    assert main(base) == 0
+    assert f"a prompt of {CONFIG_PROMPT} tokens (the config's" in capsys.readouterr().out
 
 
 def test_a_level_with_no_success_is_skipped_with_a_note(tmp_path):

@@ -5,7 +5,8 @@ point in `Evaluation.serving`.
 The levels come from the Query (its one concurrency, rate_rps or trace) unless a caller
 lists several (`concurrencies=[...]` or `rate_rps=[...]`, as `perfmodel serve` does). A trace
 that is a bench-endpoint record gives one point per measured level (serving/trace_record.py),
-with the level's measured stats beside it in `measured`.
+with the level's measured stats beside it in `measured`; a prompt_tokens given in the Query
+is the prompt of the record's requests that have no usage count.
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ def serve_report(q: Query, sc: Scenario, warnings: list[str], assumptions: list[
                                or rate_rps is not None):
         raise PerfModelError("a replayed record brings its own levels: give no concurrency, "
                              "rate_rps or trace with it")
+    given = q.prompt_tokens if "prompt_tokens" in q.model_fields_set else None
     trace = replay if replay is not None else (
-        load_trace(q.trace) if isinstance(q.trace, str) else q.trace)
+        load_trace(q.trace, prompt_tokens=given) if isinstance(q.trace, str) else q.trace)
     replay = trace if isinstance(trace, Replay) else None
     wls = query_workloads(q, concurrencies=concurrencies, rate_rps=rate_rps, trace=trace)
     longest = max(w.longest_prompt + w.longest_output for w in wls)

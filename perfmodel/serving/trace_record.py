@@ -6,8 +6,9 @@ Replay semantics (what a serving engineer compares a record with):
   concurrency, as bench-endpoint ran it (analysis/endpoint/run.py: C workers, each sending
   its next request when its previous one ends), over that level's successful requests
   with their own lengths, in the order they were sent (request index);
-- prompt tokens: the server's usage count when it reported one, else the config's
-  prompt_tokens (the requested length, an approximate word count: said in a note);
+- prompt tokens: the server's usage count when it reported one, else the prompt length the
+  caller gives (`serve --trace run.json --prompt-tokens N`), else the config's prompt_tokens
+  (the requested length, an approximate word count); a note says which;
 - output tokens: what the request actually produced (usage, else content chunks); a
   successful request that produced none is replayed as 1 (its prefill still ran and
   yielded the end-of-sequence token: said in a note);
@@ -127,20 +128,22 @@ def _measured(where: str, stats) -> dict[str, float]:
     return out
 
 
-def parse_record(name: str, text: str) -> Replay:
+def parse_record(name: str, text: str, *, prompt_tokens: int | None = None) -> Replay:
     """The record in `text` (the file's name for messages) as a Replay; one PerfModelError
-    line for anything that is not a bench-endpoint record with a successful request."""
+    line for anything that is not a bench-endpoint record with a successful request.
+    `prompt_tokens`: the prompt of requests without a usage count, when the caller knows it
+    (else the config's requested length)."""
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
         raise PerfModelError(f"trace {name} is not valid JSON: {msg}") from None
-    return replay_of(doc, name)
+    return replay_of(doc, name, prompt_tokens=prompt_tokens)
 
 
-def replay_of(doc, name: str = "record") -> Replay:
+def replay_of(doc, name: str = "record", *, prompt_tokens: int | None = None) -> Replay:
     """A record already parsed from JSON (or dumped: BenchmarkRun.model_dump(mode="json"))
-    as a Replay; the errors of parse_record."""
+    as a Replay; the errors and `prompt_tokens` of parse_record."""
     if not isinstance(doc, dict) or doc.get("schema_version") != RECORD_SCHEMA:
         got = (f"schema_version {doc.get('schema_version')!r:.60}" if isinstance(doc, dict)
                else f"a JSON {type(doc).__name__}")
@@ -150,6 +153,9 @@ def replay_of(doc, name: str = "record") -> Replay:
     if not isinstance(cfg, dict):
         raise PerfModelError(f"record {name}: config must be an object")
     prompt = _int(f"record {name}: config.prompt_tokens", cfg.get("prompt_tokens"), low=1)
+    source = "the config's prompt_tokens, approximate"
+    if prompt_tokens is not None:
+        prompt, source = _int("prompt_tokens", prompt_tokens, low=1), "given"
     if not isinstance(levels, list) or not levels:
         raise PerfModelError(f"record {name}: levels must be a non-empty list")
     kept, notes = [], []
@@ -160,7 +166,7 @@ def replay_of(doc, name: str = "record") -> Replay:
             notes.append(f"concurrency {c}: {level.failed} failed request(s) left out of the replay")
         if no_usage:
             notes.append(f"concurrency {c}: {no_usage} request(s) without a server usage count "
-                         f"replayed with the config's prompt_tokens {prompt} (approximate)")
+                         f"replayed with a prompt of {prompt} tokens ({source})")
         if empty:
             notes.append(f"concurrency {c}: {empty} successful request(s) with 0 output tokens "
                          "replayed as 1")

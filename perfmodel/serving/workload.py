@@ -215,11 +215,15 @@ def _read_text(p: Path) -> str:
         raise PerfModelError(f"cannot read trace {p}: {exc.__class__.__name__}") from None
 
 
-def load_trace(path: str | Path) -> tuple[tuple[float, int, int], ...] | Replay:
-    """A trace file: a bench-endpoint record (JSON) as a Replay, else the CSV's rows."""
+def load_trace(path: str | Path, *,
+               prompt_tokens: int | None = None) -> tuple[tuple[float, int, int], ...] | Replay:
+    """A trace file: a bench-endpoint record (JSON) as a Replay (`prompt_tokens`: the prompt
+    of its requests without a usage count, trace_record.parse_record), else the CSV's rows."""
     p = Path(path)
     text = _read_text(p)
-    return parse_record(p.name, text) if is_record_text(p.name, text) else _csv_rows(p, text)
+    if is_record_text(p.name, text):
+        return parse_record(p.name, text, prompt_tokens=prompt_tokens)
+    return _csv_rows(p, text)
 
 
 def read_trace(path: str | Path) -> tuple[tuple[float, int, int], ...]:
