@@ -265,10 +265,12 @@ FIELDS = WHOLE + 3 * LEAVES      # the leaves more often: most records are nearl
 plausible = st.one_of(st.integers(1, 600), st.floats(0, 10), st.booleans())
 
 
-@given(st.lists(st.tuples(st.sampled_from(FIELDS), st.one_of(plausible, junk)), max_size=3))
-def test_random_records_give_points_or_a_clean_error(changes):
-    """Random values at the record's documented keys: api.serve gives one finite point per
-    level that kept a successful request, or one PerfModelError line."""
+@given(st.lists(st.tuples(st.sampled_from(FIELDS), st.one_of(plausible, junk)), max_size=3),
+       st.one_of(st.none(), plausible, junk))
+def test_random_records_give_points_or_a_clean_error(changes, prompt):
+    """Random values at the record's documented keys (and a random given prompt): api.serve
+    gives one finite point per level that kept a successful request, or one PerfModelError
+    line."""
     base = record({1: LEVEL_1, 2: LEVEL_2}).model_dump(mode="json")
     doc = copy.deepcopy(base)
     for path, value in changes:
@@ -278,7 +280,7 @@ def test_random_records_give_points_or_a_clean_error(changes):
         f = Path(d) / "run.json"
         f.write_text(json.dumps(doc))
         try:
-            rep = api.serve(MODEL, GPU, trace=str(f))
+            rep = api.serve(MODEL, GPU, trace=str(f), prompt_tokens=prompt)
         except PerfModelError as exc:
             assert str(exc) and "\n" not in str(exc)
             return
