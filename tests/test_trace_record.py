@@ -164,7 +164,7 @@ def test_cli_json_and_table(run_file, capsys):
     assert [p["concurrency"] for p in out["points"]] == [1, 2] and len(out["measured"]) == 2
     assert main(base) == 0
     table = capsys.readouterr().out
-    assert "bench-endpoint record" in table and "measured" in table
+    assert "bench-endpoint record" in table and "TTFT meas. ms" in table
 
 
 def test_bench_endpoint_predict_simulates_the_level_as_serve_trace_replays_it(run_file):

@@ -64,10 +64,10 @@ def run(args) -> int:
     if args.json:
         print_json(r)
         return 0
-    shape = {"trace": "trace", "record": "bench-endpoint record"}.get(
-        r.arrival, f"{r.prompt_tokens} in / {r.output_tokens} out")
-    print(f"{r.model} on {r.gpu} x{r.tp * r.pp * q.dp}, {r.engine}, {r.precision}, {shape}, "
-          f"{r.arrival}")
+    shape = {"trace": "trace (open loop)",
+             "record": "bench-endpoint record (a closed loop per measured level)"}.get(
+        r.arrival, f"{r.prompt_tokens} in / {r.output_tokens} out, {r.arrival}")
+    print(f"{r.model} on {r.gpu} x{r.tp * r.pp * q.dp}, {r.engine}, {r.precision}, {shape}")
     print_table([_row(p, m) for p, m in zip(r.points, r.measured or [None] * len(r.points))])
     for p in r.points:
         if not p.fits:
@@ -77,9 +77,9 @@ def run(args) -> int:
     return 0
 
 
-MEASURED_COLUMNS = (("TTFT p50 ms", "measured", "ttft_p50_s", ms),
-                    ("TPOT p50 ms", "measured ms", "tpot_p50_s", ms),
-                    ("out tok/s", "measured tok/s", "output_tok_s_total", float))
+MEASURED_COLUMNS = (("TTFT p50 ms", "TTFT meas. ms", "ttft_p50_s", ms),
+                    ("TPOT p50 ms", "TPOT meas. ms", "tpot_p50_s", ms),
+                    ("out tok/s", "tok/s meas.", "output_tok_s_total", float))
 """A replayed record's measured value, in a column after the simulated one it matches."""
 
 
