@@ -291,3 +291,15 @@ def test_random_records_give_points_or_a_clean_error(changes, prompt):
             assert not (isinstance(v, float) and not math.isfinite(v)), k
     assert all(set(m) <= set(MEASURED_KEYS.values()) for m in rep.measured)
     assert np.all([v >= 0 for m in rep.measured for v in m.values()])
+
+
+def test_a_trace_refuses_the_fields_it_would_ignore(tmp_path):
+    # each request of a trace brings its lengths (and a CSV its arrivals): a length, count or
+    # arrival shape set beside it would be silently unused, so it is one clean error
+    csv_trace = tmp_path / "t.csv"
+    csv_trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.5,200,20\n")
+    for extra in ({"output_tokens": 50}, {"prompt_tokens": 300}, {"num_requests": 7},
+                  {"range_ratio": 0.5}, {"burstiness": 2.0}):
+        with pytest.raises(PerfModelError, match=next(iter(extra)) + ".* not used with a trace"):
+            api.serve("llama-3.1-8b", "h100-sxm", trace=str(csv_trace), **extra)
+    assert len(api.serve("llama-3.1-8b", "h100-sxm", trace=str(csv_trace)).points) == 1

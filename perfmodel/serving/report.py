@@ -61,6 +61,25 @@ def query_workloads(q: Query, *, concurrencies=None, rate_rps=None,
                            prefix_hit=q.prefix_hit, burstiness=q.burstiness, seed=q.seed)
 
 
+TRACE_SETS = ("output_tokens", "num_requests", "range_ratio", "burstiness")
+"""Query fields a trace replaces (each request's output and the arrivals come from it)."""
+
+
+def _refuse_ignored(q: Query, *, traced: bool, record: bool) -> None:
+    """A trace brings its requests: a length or arrival field set beside it would be silently
+    unused, so it is refused (prompt_tokens is kept for a bench-endpoint record: the prompt of
+    its requests without a usage count)."""
+    if not traced:
+        return
+    unused = [f for f in TRACE_SETS if f in q.model_fields_set
+              and getattr(q, f) != type(q).model_fields[f].default]
+    if not record and "prompt_tokens" in q.model_fields_set and q.prompt_tokens is not None:
+        unused.insert(0, "prompt_tokens")
+    if unused:
+        raise PerfModelError(f"{', '.join(unused)} not used with a trace: its requests bring "
+                             "their own lengths and arrivals (drop them)")
+
+
 def serve_report(q: Query, sc: Scenario, warnings: list[str], assumptions: list[str], *,
                  concurrencies=None, rate_rps=None, timeline: bool = False,
                  replay: Replay | None = None) -> ServeReport:
@@ -78,6 +97,7 @@ def serve_report(q: Query, sc: Scenario, warnings: list[str], assumptions: list[
     given = q.prompt_tokens if "prompt_tokens" in q.model_fields_set else None
     trace = replay if replay is not None else (
         load_trace(q.trace, prompt_tokens=given) if isinstance(q.trace, str) else q.trace)
+    _refuse_ignored(q, traced=trace is not None, record=isinstance(trace, Replay))
     replay = trace if isinstance(trace, Replay) else None
     wls = query_workloads(q, concurrencies=concurrencies, rate_rps=rate_rps, trace=trace)
     longest = max(w.longest_prompt + w.longest_output for w in wls)
