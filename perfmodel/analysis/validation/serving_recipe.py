@@ -68,6 +68,14 @@ INFERENCEMAX_SGLANG_RECV_INTERVAL = 10
 INFERENCEMAX_SGLANG_RECV_INTERVAL_HIGH = 30
 INFERENCEMAX_SGLANG_RECV_HIGH_FROM = 16          # concurrency
 INFERENCEMAX_SGLANG_RECV_GPUS = ("b200", "b300")  # B300: assumed as B200 (docstring)
+# InferenceX's disaggregated SGLang recipes (benchmarks/dsr1_fp4_gb200_dynamo-sglang_slurm.sh)
+# launch the workers with ai-dynamo/dynamo's components/backends/sglang/slurm_jobs scripts,
+# whose GB200 prefill and decode commands both pass `--scheduler-recv-interval 10` (dynamo
+# 0.7.0 low-latency worker script). Assumption: the B200/GB300/B300 disaggregated recipes
+# pass the same (none was found). A DP-attention worker cannot
+# take the flag (serving/disagg_report._recv_pools).
+INFERENCEMAX_SGLANG_DISAGG_RECV_INTERVAL = 10
+INFERENCEMAX_SGLANG_DISAGG_RECV_GPUS = ("b200", "b300", "gb200", "gb300")
 
 Family = Literal["aic", "inferencemax", "other"]
 
@@ -118,8 +126,14 @@ def _aic(engine: str, prompt: int) -> Recipe:
 
 def _inferencemax_recv(engine: str, concurrency: int | None, gpu: str | None,
                        disagg: bool) -> int | None:
-    """--scheduler-recv-interval of an aggregated Blackwell SGLang recipe, else None."""
-    if engine != "sglang" or disagg or concurrency is None or gpu not in INFERENCEMAX_SGLANG_RECV_GPUS:
+    """--scheduler-recv-interval of a Blackwell SGLang recipe (aggregated: by concurrency;
+    disaggregated: INFERENCEMAX_SGLANG_DISAGG_RECV_INTERVAL at every level), else None."""
+    if engine != "sglang" or concurrency is None:
+        return None
+    if disagg:
+        return (INFERENCEMAX_SGLANG_DISAGG_RECV_INTERVAL
+                if gpu in INFERENCEMAX_SGLANG_DISAGG_RECV_GPUS else None)
+    if gpu not in INFERENCEMAX_SGLANG_RECV_GPUS:
         return None
     if concurrency >= INFERENCEMAX_SGLANG_RECV_HIGH_FROM:
         return INFERENCEMAX_SGLANG_RECV_INTERVAL_HIGH
@@ -139,9 +153,17 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
                  f"[{r:g} x L, L] (--random-range-ratio {r:g}), 2 x C warm-up drained; engine "
                  "flags not in the file: preset defaults"]
         recv = _inferencemax_recv(engine, concurrency, gpu, disagg)
-        if recv is not None:
+        if recv is not None and disagg:
+            notes.append(f"engine: SGLang --scheduler-recv-interval {recv} on the workers "
+                         "without attention DP (InferenceX dynamo-sglang recipes: dynamo's "
+                         "slurm_jobs worker scripts)")
+        elif recv is not None:
             notes.append(f"engine: SGLang --scheduler-recv-interval {recv} (InferenceMAX "
                          f"Blackwell SGLang scripts: 10 below C=16, 30 from it)")
+        if disagg:
+            notes.append("disaggregated rows simulated at fixed lengths L, not the recipe's "
+                         f"[{r:g} x L, L]: the bundles of a high-concurrency level need one shape "
+                         "(serving/disagg_bundle.py)")
         return Recipe(family="inferencemax", range_ratio=r, recv_interval_steps=recv,
                       notes=tuple(notes))
     return Recipe(notes=("harness not stated: closed loop, fixed lengths, engine defaults",))
