@@ -160,10 +160,6 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
         elif recv is not None:
             notes.append(f"engine: SGLang --scheduler-recv-interval {recv} (InferenceMAX "
                          f"Blackwell SGLang scripts: 10 below C=16, 30 from it)")
-        if disagg:
-            notes.append("disaggregated rows simulated at fixed lengths L, not the recipe's "
-                         f"[{r:g} x L, L]: the bundles of a high-concurrency level need one shape "
-                         "(serving/disagg_bundle.py)")
         return Recipe(family="inferencemax", range_ratio=r, recv_interval_steps=recv,
                       notes=tuple(notes))
     return Recipe(notes=("harness not stated: closed loop, fixed lengths, engine defaults",))
