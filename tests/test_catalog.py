@@ -29,7 +29,9 @@ ARCH_FIELDS = ["num_layers", "d_model", "num_heads", "num_kv_heads", "head_dim",
 
 # gpt-oss model card (arXiv:2508.10925) Table 1: "active" counts the unembedding but not the
 # embedding table; count_params counts both, so the embedding is taken out for the comparison.
-ACTIVE_EXCLUDES_EMBEDDING = {"gpt-oss-20b", "gpt-oss-120b"}
+# Mistral Large 3's '39B active' language model matches the same way (39.01B without the
+# embedding, 39.95B with it).
+ACTIVE_EXCLUDES_EMBEDDING = {"gpt-oss-20b", "gpt-oss-120b", "mistral-large-3"}
 # Headline active figures that match without both vocabulary tables (embedding and lm_head):
 # GLM-4.5 32B (33.6 with them), GLM-5 40B (41.8), MiniMax-M2/M2.5 10B (11.0).
 ACTIVE_EXCLUDES_EMBEDDING_AND_HEAD = {"glm-4.5", "glm-5", "minimax-m2", "minimax-m2.5"}

@@ -106,7 +106,8 @@ values = st.one_of(st.sampled_from(["0", "-1", "1,0,2", "abc", "", "1e9", "nan",
                    st.text(max_size=12))
 flags = st.sampled_from(["--concurrency", "--requests", "--prompt-tokens", "--max-tokens",
                          "--timeout", "--max-seconds", "--api", "--api-key-env", "--model",
-                         "--gpu-count", "--samples", "--temperature"])
+                         "--gpu-count", "--samples", "--temperature", "--tp", "--pp", "--ep",
+                         "--dp", "--nodes", "--activations"])
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -23,8 +23,8 @@ DSV3 = dict(model="deepseek-v3", gpu="h200-sxm", weights="fp8", tp=4, ep=4, batc
             prompt=1024, output=256)
 
 
-def reference(**layout):
-    q = make_query(model="deepseek-v3", gpu="h200-sxm", weights="fp8", batch=8,
+def reference(batch=8, **layout):
+    q = make_query(model="deepseek-v3", gpu="h200-sxm", weights="fp8", batch=batch,
                    prompt_tokens=1024, output_tokens=256, **layout)
     return api.request_estimate(api.evaluate(q))
 
@@ -91,13 +91,70 @@ def test_url_round_trip_keeps_the_layout():
     assert len(notes) == 2                               # out of bounds: reported, default used
 
 
-def test_pages_without_dp_say_so_inline():
-    at = run("claims", **{**DSV3, "ep": 8, "dp": 2, "claim_mode": "free"})
+def test_claims_page_baseline_is_the_api_on_the_whole_layout():
+    at = run("claims", **{**DSV3, "ep": 8, "dp": 2, "claim_mode": "free", "claim_metric": "tpot_s"})
     clean(at)
-    assert any("DP 2" in e.value and "not modelled" in e.value for e in at.error)
-    at = run("measure", **{**DSV3, "ep": 8, "dp": 2})
+    assert not at.error, [e.value for e in at.error]
+    two, one = reference(tp=4, dp=2, ep=8), reference(tp=4, ep=4)
+    assert two.tpot_s != one.tpot_s                     # the layout matters to the model ...
+    assert metrics(at)["Baseline"] == f"{num(two.tpot_s)} s"   # ... and the claim's baseline
+    # the TP lever cannot keep the GPU count under DP: one line says what it does instead
+    lines = [i.value for i in at.info if i.value.startswith("parallelism:")]
+    assert len(lines) == 1 and "keep DP 2 and EP 8" in lines[0] and "\n" not in lines[0]
+    assert not any("not modelled" in i.value for i in at.info)
+
+
+def test_claim_baseline_carries_every_layout_field_of_the_query():
+    from perfmodel.analysis.claims.metrics import evaluate as claim_evaluate
+    from perfmodel.webapp.data_pages import claim_baseline
+
+    scn = state.UIScenario(model="deepseek-v3", gpu="h200-sxm", weights="fp8", tp=4, dp=2, ep=8,
+                           nodes=2, batch=8, prompt=1024, output=256)
+    base = claim_baseline(scn)
+    q = ui_query(scn)
+    assert (base.tp, base.pp, base.ep, base.dp, base.nodes) == (q.tp, q.pp, q.ep, q.dp, q.nodes)
+    ev = claim_evaluate(base)
+    ref = api.evaluate(q)
+    assert ev.values["tpot_s"] == pytest.approx(ref.tpot_s, rel=1e-12)
+    assert ev.values["ttft_s"] == pytest.approx(ref.ttft_s, rel=1e-12)
+    assert ev.num_gpus == 8
+
+
+def _bench_run(levels=(1, 4), requests=4, prompt=1024, output=256):
+    """A bench-endpoint run (timings arbitrary: only the predictions beside them are checked)."""
+    from perfmodel.analysis.endpoint import (BenchmarkRun, EndpointConfig, LevelResult,
+                                             RequestSample, ServerInfo, find_knee, summarize)
+    from perfmodel.analysis.endpoint.record import build_record
+
+    cfg = EndpointConfig(url="http://127.0.0.1:8000/v1", model="dsv3", concurrency=levels,
+                         requests=requests, prompt_tokens=prompt, max_tokens=output)
+    results = []
+    for c in levels:
+        samples = [RequestSample(index=i, ok=True, start_s=0.0, ttft_s=0.5,
+                                 end_s=0.5 + 0.02 * (output - 1), output_tokens=output, prompt_tokens=prompt, tokens_source="usage",
+                                 finish_reason="length") for i in range(requests)]
+        results.append(LevelResult(concurrency=c, requests_planned=requests,
+                                   stats=summarize(samples), requests=samples))
+    info = ServerInfo(model_ids=["dsv3"], owned_by="sglang", server_header=None)
+    record = build_record(cfg, info, date="2026-12-01T00:00:00+00:00", levels=results,
+                          total_time_s=10.0, gpus=None)
+    return BenchmarkRun(config=cfg, record=record, levels=results, knee=find_knee(results))
+
+
+def test_measure_page_predicts_on_the_whole_layout():
+    from perfmodel.webapp.views.measure import RUN_KEY
+
+    at = run(**{**DSV3, "ep": 8, "dp": 2})
+    at.session_state[RUN_KEY] = _bench_run().model_dump_json()
+    at.switch_page("perfmodel/webapp/views/measure.py").run()
     clean(at)
-    assert any("DP 2" in i.value and "not used" in i.value for i in at.info)
+    assert not any("not used" in i.value for i in at.info)
+    table = at.dataframe[0].value
+    for level, shown in zip((1, 4), table["predicted TPOT (ms)"]):
+        two, one = reference(tp=4, dp=2, ep=8, batch=level), reference(tp=4, ep=4, batch=level)
+        assert two.tpot_s != one.tpot_s
+        assert shown == num(two.tpot_s / MS)
+    assert at.session_state["scenario"].dp == 2
 
 
 def test_speculative_page_uses_the_layout():

@@ -96,6 +96,8 @@ def run_claim(args) -> int:
           f"{ex.claimed_value:.4g} {ex.unit}")
     print(f"verdict: {ex.verdict}: {ex.reason}")
     print(ex.physics.statement)
+    for line in ex.lever_notes:
+        print(f"lever note: {line}")
     _print_combinations(ex.combinations)
     _print_steps(ex.factors, ex.shapley)
     for i in ex.inverse:

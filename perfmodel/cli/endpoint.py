@@ -7,13 +7,14 @@ import json
 import sys
 from pathlib import Path
 
-from perfmodel.cli.common import (int_list, positive_float, positive_int, print_json, print_table,
-                                  to_jsonable)
+from perfmodel.cli.common import (add_query_args, int_list, positive_float, positive_int, print_json,
+                                  print_table, to_jsonable)
 from perfmodel.analysis.endpoint import BenchmarkRun, EndpointConfig, PredictSpec, run_benchmark
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.units import GiB, fmt_seconds, ms
 
 BAR_WIDTH = 30
+LAYOUT_ARGS = ("activations", "tp", "pp", "ep", "dp", "nodes")
 EPILOG = """\
 metrics (per request, then p50/p90/p99 per level):
   TTFT  request sent -> first non-empty streamed content chunk
@@ -70,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--engine", default="vllm", help="engine preset id (default vllm)")
     g.add_argument("--weights", default="bf16", help="weight precision id (default bf16)")
     g.add_argument("--kv", help="KV-cache precision id")
+    add_query_args(g, LAYOUT_ARGS)      # the serving deployment's layout, as `predict` takes it
     p.set_defaults(func=run)
 
 
@@ -104,8 +106,9 @@ def predict_from_args(args: argparse.Namespace) -> PredictSpec | None:
         return None
     if not args.gpu:
         raise PerfModelError("--predict needs --gpu (a hardware id, e.g. h100-sxm)")
+    layout = {k: getattr(args, k) for k in LAYOUT_ARGS if getattr(args, k, None) is not None}
     return PredictSpec(model=args.predict_model or args.model, gpu=args.gpu, engine=args.engine,
-                       weights=args.weights, kv=args.kv)
+                       weights=args.weights, kv=args.kv, **layout)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.core.errors import PerfModelError
-from perfmodel.webapp.data import CACHE, ui_query
+from perfmodel.webapp.data import CACHE, api_kwargs, ui_query
 from perfmodel.webapp.state import UIScenario, profile_target, target
 
 
@@ -61,18 +60,15 @@ def preset(preset_id: str):
 
 
 def claim_baseline(scn: UIScenario):
-    """The sidebar's scenario as a perfmodel.analysis.claims Scenario (the claim's baseline)."""
+    """The sidebar's scenario as a perfmodel.analysis.claims Scenario (the claim's baseline),
+    on the sidebar's whole layout: tp, pp, ep, attention dp and nodes, as ui_query names them."""
     from perfmodel.analysis.claims import Scenario
 
-    if scn.dp != 1 or scn.nodes:
-        raise PerfModelError(f"claims are checked on tp x pp x ep layouts only: the sidebar's "
-                             f"DP {scn.dp} and Nodes {scn.nodes or 'not given'} are not modelled "
-                             "here; set DP 1 and Nodes 0 to check a claim")
-    return Scenario(name="sidebar scenario", model=target(scn.model, "model"), gpu=target(scn.gpu, "gpu"),
-                    tp=scn.tp, pp=scn.pp, ep=scn.ep, weights=scn.weights, kv=scn.kv,
-                    activations=None if scn.activations == "auto" else scn.activations,
-                    engine=scn.engine, batch=scn.batch, prompt_tokens=scn.prompt,
-                    output_tokens=scn.output, profile=profile_target(scn.profile))
+    kw = api_kwargs(scn)
+    return Scenario(name="sidebar scenario", batch=scn.batch, prompt_tokens=scn.prompt,
+                    output_tokens=scn.output,
+                    **{k: kw[k] for k in ("model", "gpu", "tp", "pp", "ep", "dp", "nodes", "weights",
+                                          "kv", "activations", "engine", "profile")})
 
 
 @st.cache_data(show_spinner="Searching lever combinations...", ttl=3600)

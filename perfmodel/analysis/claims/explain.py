@@ -34,8 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from perfmodel.analysis.claims import physics
 from perfmodel.analysis.claims.attribute import Step, attribute
 from perfmodel.analysis.claims.inverse import ASSUMPTIONS, Inverse, solve
-from perfmodel.analysis.claims.levers import (OUTPUT_CAVEAT, OUTPUT_LEVERS, Move, apply_moves, moves,
-                                             weakenings)
+from perfmodel.analysis.claims.levers import (OUTPUT_CAVEAT, OUTPUT_LEVERS, Move, apply_moves,
+                                             layout_notes, moves, weakenings)
 from perfmodel.analysis.claims.metrics import Evaluation, evaluate_filled
 from perfmodel.analysis.claims.scenario import (Scenario, check_definitions, direction_note, fill,
                                         metric_info, oriented, revise)
@@ -98,6 +98,9 @@ class Explanation(BaseModel):
     evaluations: int
     assumptions: list[str]
     warnings: list[str]
+    lever_notes: list[str] = Field(
+        default_factory=list, description="One line per lever that cannot keep the baseline's "
+        "layout as it is, or whose moves could not be evaluated on it (with the first reason).")
 
 
 def parse_claim(claim) -> float:
@@ -126,6 +129,8 @@ class _Search:
     def __init__(self, f0: Scenario, metric: str):
         self.f0, self.metric = f0, metric
         self.cache: dict[tuple, Evaluation | None] = {}
+        self.failed: dict[str, list[str]] = {}   # lever -> "move: why" of single moves that raised
+        self.errors: dict[str, str] = {}
         self.base = evaluate_filled(f0).value(metric)
         self.truncated = False
 
@@ -140,6 +145,9 @@ class _Search:
                 return None, chosen
             self.cache[key] = self._eval(chosen)
         ev = self.cache[key]
+        if ev is None and len(chosen) == 1 and chosen[0].label in self.errors:
+            self.failed.setdefault(chosen[0].lever, []).append(
+                f"{chosen[0].label}: {self.errors.pop(chosen[0].label)}")
         if ev is not None and not ev.fits and any(m.lever == "batching" for m in chosen):
             chosen = self._cut_batch(chosen, ev.max_batch)
             if chosen is None:
@@ -154,9 +162,16 @@ class _Search:
             sc, _ = fill(apply_moves(self.f0, chosen))
             ev = evaluate_filled(sc)
             ev.value(self.metric)
-        except PerfModelError:
+        except PerfModelError as exc:
+            if len(chosen) == 1:
+                self.errors[chosen[0].label] = str(exc)
             return None
         return ev
+
+    def skipped(self) -> list[str]:
+        """One line per lever some of whose moves could not be evaluated at all."""
+        return [f"{lever}: {len(why)} move(s) not evaluated on this baseline ({why[0]})"
+                for lever, why in self.failed.items()]
 
     def _cut_batch(self, chosen, max_batch: int):
         out = []
@@ -205,6 +220,7 @@ def explain(claim, metric: str, baseline: Scenario, *, max_levers: int = MAX_LEV
         claimed_value=claimed_value, combinations=[c for c, _ in shown], verdict=verdict,
         reason=reason, physics=phys, inverse=inv, factors=steps, shapley=shap,
         evaluations=len(s.cache), assumptions=notes + base_ev.assumptions,
+        lever_notes=layout_notes(f0) + s.skipped(),
         warnings=base_ev.warnings + ([f"the combination search stopped at "
                                       f"{MAX_SEARCH_EVALUATIONS} evaluated scenarios: larger "
                                       "combinations were not all tried"] if s.truncated else []))

@@ -15,7 +15,8 @@ baseline, 1.0 the edge of the plausible range, above 1 beyond it. Plausible rang
 - kv_cache: off -> on, 0 (every engine has one: leaving it off is a weak baseline).
 - speculative: acceptance 0.6/0.7/0.8/0.9 at 0.5/0.75/1.0/1.5 (draft-model acceptance 0.5-0.9,
   Leviathan et al. 2023 Table 3; EAGLE's ~3.5-4 accepted tokens per step sits near 0.8).
-- parallelism: tp x2/x4/x8 within one node at 0.25/0.5/0.75.
+- parallelism: tp x2/x4/x8 within one node at 0.25/0.5/0.75. Attention DP and EP are kept,
+  so the move adds GPUs (tp x dp x pp); a given node count grows with it (GPUs per node kept).
 - hardware: a GPU with more bandwidth, log(bandwidth ratio)/log(4) (4x = 1.0), at least 0.25.
 - model: a smaller model with the same tokenizer (distilled or MoE), log2(active ratio)/4
   (16x fewer active parameters = 1.0), at least 0.25; it changes what is served.
@@ -80,7 +81,8 @@ LEVERS: tuple[Lever, ...] = (
     Lever("paged_kv", ("paged_kv",), "paged KV cache"),
     Lever("kv_cache", ("kv_cache",), "KV cache on vs recomputing the prefix every step"),
     Lever("speculative", ("speculative",), "speculative decoding"),
-    Lever("parallelism", ("tp", "pp", "ep"), "tensor, pipeline, expert parallelism"),
+    Lever("parallelism", ("tp", "pp", "ep", "dp", "nodes"),
+          "tensor, pipeline, expert and attention data parallelism, and the servers they span"),
     Lever("routing", ("routing",), "a share of requests routed to a small model"),
     Lever("workload", ("prompt_tokens", "output_tokens", "longest_prompt_tokens",
                        "longest_output_tokens", "requests", "profile"),
@@ -258,8 +260,24 @@ def _tp_moves(f: Scenario) -> list[Move]:
     for mult, stretch in TP_STRETCH:
         tp = f.tp * mult
         if tp <= MAX_TP_IN_NODE and m.num_heads % tp == 0:
-            out.append(Move("parallelism", {"tp": tp}, stretch, f"tp {f.tp} -> {tp}"))
+            changes, label = {"tp": tp}, f"tp {f.tp} -> {tp}"
+            if f.nodes is not None:          # the same GPUs per server, more servers
+                changes["nodes"] = f.nodes * mult
+                label += f" (nodes {f.nodes} -> {f.nodes * mult})"
+            out.append(Move("parallelism", changes, stretch, label))
     return out
+
+
+def layout_notes(f: Scenario) -> list[str]:
+    """One line per lever that cannot keep a filled baseline's layout as it is: the tp moves
+    keep attention DP and EP, so they add GPUs (and servers, when a node count is given)."""
+    if f.dp == 1 and f.nodes is None:
+        return []
+    gpus = f.tp * f.dp * f.pp
+    nodes = (f", and Nodes {f.nodes} grow with them ({gpus // f.nodes} GPUs per server kept)"
+             if f.nodes is not None else "")
+    return [f"parallelism: the TP moves (x2, x4, x8) keep DP {f.dp} and EP {f.ep}, so they add "
+            f"GPUs to the {gpus} of TP x DP x PP{nodes}; the cost metric counts them"]
 
 
 def _hardware_moves(f: Scenario) -> list[Move]:

@@ -268,19 +268,20 @@ def _speculate(sc: predict.Scenario, f: Scenario, B: int, S: int) -> dict:
 def _small(f: Scenario, strict: bool) -> tuple[dict, float, list[str]]:
     """The routed small model's values on the same GPUs, and its weights per GPU."""
     r = f.routing
+    dense = not model_spec(r.small_model).is_moe      # expert parallelism has nothing to split
     small = revise(f, model=r.small_model, speculative=None, routing=None,
-                   name=f"{f.label} [small model]")
+                   ep=1 if dense else f.ep, name=f"{f.label} [small model]")
     warnings: list[str] = []
     try:
         core = _decode(small, strict)
     except PerfModelError as exc:
         if "divide" not in str(exc) and "exceeds" not in str(exc):
             raise
-        small = revise(small, tp=1, pp=1, ep=1)
+        small = revise(small, tp=1, pp=1, ep=1, dp=1, nodes=None)
         warnings.append(f"{f.label}: the small model runs on one GPU ({exc})")
         core = _decode(small, strict)
     spec = core["sc"]
-    dep = Deployment(tp=spec.dep.tp, pp=spec.dep.pp, ep=spec.dep.ep)
+    dep = Deployment(tp=spec.dep.tp, pp=spec.dep.pp, ep=spec.dep.ep, dp=spec.dep.dp)
     w = sum(weight_bytes_by_group(spec.model, spec.precision, dep).values())
     return core["values"], float(w), warnings + core["warnings"]
 

@@ -20,6 +20,7 @@ from perfmodel.core.cost import usd_per_mtok
 from perfmodel.core.memory import estimate_memory
 from perfmodel.core.roofline import roofline_floor_s
 from perfmodel.core.specs import Deployment, Precision
+from perfmodel.core.topology import nodes_domain
 from perfmodel.core.units import GB
 
 COMPACT = ("int4", "int4")   # the most compact weights and KV any lever range reaches
@@ -39,7 +40,9 @@ def limit(f: Scenario, metric: str, claimed_value: float) -> Physics:
     """Physical limit of `metric` for filled scenario f (see module docstring)."""
     unit, higher, _ = metric_info(metric)
     m, hw = model_spec(f.model), hardware(f.gpu)
-    dep = Deployment(tp=f.tp, pp=f.pp, ep=f.ep)
+    dep = Deployment(tp=f.tp, pp=f.pp, ep=f.ep, dp=f.dp or 1)
+    if f.nodes is not None:      # the servers the GPUs are laid over, as the Query resolves them
+        dep = dep.model_copy(update={"gpus_per_node": nodes_domain(hw, dep.num_gpus, f.nodes)})
     prec = Precision.of(COMPACT[0], COMPACT[1])
     B, P, O = f.width, f.prompt_tokens, f.output_tokens
     per_pass = f.speculative.draft_tokens + 1 if f.speculative is not None else 1

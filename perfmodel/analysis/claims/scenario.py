@@ -8,6 +8,7 @@ levers.py move these fields; metrics.py evaluates a filled scenario with the tim
     name: vllm-int8
     model: llama-3.1-8b          # catalog id, HF repo, config.json path, or an inline ModelSpec
     gpu: rtx-4090
+    tp: 1                        # layout as the Query takes it: tp, pp, ep, dp, nodes
     weights: int8                # kv, activations likewise
     engine: vllm
     batch: 1                     # or concurrency: 8 (requests in flight under the engine)
@@ -130,7 +131,13 @@ class Scenario(Spec):
     gpu: str = Field(min_length=1, description="hardware_db id or a YAML path.")
     tp: int | None = Field(default=None, ge=1, description="Tensor-parallel GPUs.")
     pp: int | None = Field(default=None, ge=1, description="Pipeline stages.")
-    ep: int | None = Field(default=None, ge=1, description="Expert-parallel degree (within TP).")
+    ep: int | None = Field(default=None, ge=1, description="Expert-parallel degree, over the "
+                           "tp x dp GPUs of a stage.")
+    dp: int | None = Field(default=None, ge=1, description="Attention data-parallel groups of tp "
+                           "GPUs each (SGLang --enable-dp-attention); batch and concurrency are "
+                           "the whole deployment's.")
+    nodes: int | None = Field(default=None, ge=1, description="Servers the tp x dp x pp GPUs "
+                              "are laid over (default: as many as they fill).")
     weights: str | None = Field(default=None, description="Weight precision (bf16, fp8, int4, ...).")
     activations: str | None = Field(default=None, description="Matmul input precision.")
     kv: str | None = Field(default=None, description="KV-cache precision.")
@@ -195,7 +202,8 @@ class Scenario(Spec):
         paged KV, KV cache, speculation, routing and bandwidth levers on top of it)."""
         fields = dict(model=model_spec(self.model), gpu=hardware(self.gpu), weights=self.weights,
                       kv=self.kv, activations=self.activations, engine=self.engine, tp=self.tp,
-                      pp=self.pp, ep=self.ep, profile=self.profile, batch=self.batch or 1,
+                      pp=self.pp, ep=self.ep, dp=self.dp, nodes=self.nodes, profile=self.profile,
+                      batch=self.batch or 1,
                       concurrency=self.concurrency, prompt_tokens=self.prompt_tokens,
                       output_tokens=self.output_tokens,
                       longest_prompt_tokens=self.longest_prompt_tokens,
@@ -259,7 +267,7 @@ def fill(sc: Scenario) -> tuple[Scenario, list[str]]:
 
     m = model_spec(sc.model)
     hw = hardware(sc.gpu)
-    for f in ("tp", "pp", "ep"):
+    for f in ("tp", "pp", "ep", "dp"):
         put(f, 1, "default")
     put("weights", DEFAULT_WEIGHTS, "default")
     put("kv", DEFAULT_KV, "default")

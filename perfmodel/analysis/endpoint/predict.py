@@ -33,11 +33,23 @@ class PredictSpec(BaseModel):
     engine: str = Field("vllm", min_length=1, description="Engine preset id")
     weights: str = Field("bf16", min_length=1, description="Weight precision id")
     kv: str | None = Field(None, description="KV-cache precision id (default: the model's)")
+    activations: str | None = Field(None, description="Matmul-input precision id (default: "
+                                    "the weights' rule)")
+    tp: int = Field(1, ge=1, description="Tensor-parallel GPUs (per attention-DP group)")
+    pp: int = Field(1, ge=1, description="Pipeline stages")
+    ep: int = Field(1, ge=1, description="Expert-parallel degree over the tp x dp GPUs")
+    dp: int = Field(1, ge=1, description="Attention data-parallel groups")
+    nodes: int | None = Field(None, ge=1, description="Servers the GPUs span (default: as "
+                              "many as they fill)")
+    profile: str | None = Field(None, description="Calibrated profile YAML path")
 
     def query(self, **workload) -> Query:
-        """The one Query these ids and a workload make (PerfModelError on a bad field)."""
+        """The one Query these ids, this layout and a workload make (PerfModelError on a bad
+        field); a run saved before the layout fields existed reads as one GPU."""
         return make_query(model=self.model, gpu=self.gpu, engine=self.engine,
-                          weights=self.weights, kv=self.kv, **workload)
+                          weights=self.weights, kv=self.kv, activations=self.activations,
+                          tp=self.tp, pp=self.pp, ep=self.ep, dp=self.dp, nodes=self.nodes,
+                          profile=self.profile, **workload)
 
 
 class Prediction(BaseModel):

@@ -38,6 +38,9 @@ ALIASES: dict[str, tuple[str, str]] = {
     "qwen/qwen3-235b-a22b-fp8": ("qwen3-235b-a22b", "Qwen's FP8 block-scaled checkpoint of Qwen3-235B-A22B (same shapes)"),
     "nvidia/qwen3-32b-nvfp4": ("qwen3-32b", "NVIDIA ModelOpt NVFP4 checkpoint of Qwen3-32B (same shapes)"),
     "nvidia/deepseek-v3.1-nvfp4": ("deepseek-v3.1", "NVIDIA ModelOpt NVFP4 checkpoint of DeepSeek-V3.1 (same shapes)"),
+    "mistralai/mistral-large-3-675b-base-2512": ("mistral-large-3", "base pre-trained Mistral Large 3 (same params.json shapes as the 2512 instruct)"),
+    "mistralai/mistral-large-3-675b-instruct-2512-bf16": ("mistral-large-3", "BF16 copy of Mistral-Large-3-675B-Instruct-2512 (same shapes; model card)"),
+    "mistralai/mistral-large-3-675b-instruct-2512-nvfp4": ("mistral-large-3", "NVFP4 checkpoint of Mistral-Large-3-675B-Instruct-2512 (same shapes; vLLM recipe Mistral/Mistral-Large-3.md)"),
     "zhipuai/glm-5": ("glm-5", "zhipuai is the former Hugging Face organization of Z.ai (zai-org); same GLM-5 checkpoint"),
 }
 

@@ -105,8 +105,9 @@ def show_free(scn) -> None:
                        format_func=lambda k: f"{k}: {METRICS[k][2]}" if k in METRICS else k)
         st.form_submit_button("Check the claim")
     scn = inputs.current()
-    st.caption("Baseline: the sidebar's scenario. The search moves levers (precision, batching, "
-               "engine, parallelism, speculation, model, hardware, routing) from it.")
+    st.caption("Baseline: the sidebar's scenario, on its whole layout (TP, PP, EP, DP, Nodes). "
+               "The search moves levers (precision, batching, engine, parallelism, speculation, "
+               "model, hardware, routing) from it.")
     ex = inputs.call(data_pages.explain_claim, scn.key("claim_text", "claim_metric"))
     if ex is None:
         return
@@ -124,6 +125,8 @@ def show_free(scn) -> None:
                                                     "Top combination, lever by lever"), width="stretch")
     right.plotly_chart(charts_claims.shapley_bars(ex.shapley), width="stretch")
     regimes(ex.factors)
+    for line in ex.lever_notes:       # levers that cannot keep the layout, or were not evaluated
+        st.info(line)
     combinations_table(ex.combinations)
     if ex.inverse:
         st.markdown("**What would have to be true**")

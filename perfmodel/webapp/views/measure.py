@@ -36,9 +36,10 @@ def run_sweep(scn):
 def spec_of(scn):
     from perfmodel.analysis.endpoint import PredictSpec
 
-    kw = api_kwargs(scn)
-    return PredictSpec(model=kw["model"], gpu=kw["gpu"], engine=scn.engine, weights=scn.weights,
-                       kv=scn.kv)
+    kw = api_kwargs(scn)       # the sidebar's ids and whole layout, as every page's Query
+    return PredictSpec(**{k: kw[k] for k in ("model", "gpu", "engine", "weights", "kv",
+                                             "activations", "tp", "pp", "ep", "dp", "nodes",
+                                             "profile")})
 
 
 def predicted(run, scn):
@@ -54,11 +55,8 @@ def render() -> None:
     from perfmodel.analysis import endpoint as ep
     st.caption("Sends streamed requests to a running OpenAI-compatible server (vLLM, SGLang, "
                "TensorRT-LLM, llama.cpp, Ollama) at each concurrency level, and plots the model's "
-               "prediction for the sidebar's model, GPU, engine and precision beside each level.")
-    if (scn.tp, scn.pp, scn.ep, scn.dp, scn.nodes) != (1, 1, 1, 1, 0):
-        st.info(f"The prediction beside each level is for one GPU: the sidebar's layout (TP {scn.tp}, "
-                f"PP {scn.pp}, EP {scn.ep}, DP {scn.dp}, Nodes {scn.nodes or 'not given'}) is not "
-                "used on this page.")
+               "prediction for the sidebar's model, GPU, engine, precision and layout (TP, PP, EP, "
+               "DP, Nodes) beside each level.")
     with st.form("measure"):
         c = st.columns([3, 2, 2])
         c[0].text_input("Base URL", key="w_measure_url", help="e.g. http://127.0.0.1:8000/v1")
