@@ -45,7 +45,7 @@ def test_attention_dp_workers_poll_every_step():
                              recv_interval_steps=10)
     assert withn.points[0].ttft_mean_s == base.points[0].ttft_mean_s
     assert withn.points[0].tpot_p50_s == base.points[0].tpot_p50_s
-    assert "on the no workers" in " ".join(withn.assumptions)
+    assert "not applied: both pools run attention DP" in " ".join(withn.assumptions)
 
 
 @pytest.mark.parametrize("bad", [0, -3, 10_001, 2.5, True, "10"])

@@ -128,7 +128,9 @@ def _recv_pools(pre, dec, pl: PoolLayout, dl: PoolLayout, n: int | None):
         pre = with_scheduler(pre, recv_interval_steps=n)
     if dl.dp == 1:
         dec = with_scheduler(dec, recv_interval_steps=n)
-    where = " and ".join(roles) if roles else "no"
-    return pre, dec, (f"SGLang --scheduler-recv-interval {n} on the {where} workers (a busy worker "
-                      "polls for new requests every n decode steps; attention-DP workers poll "
-                      "every step)")
+    if not roles:
+        return pre, dec, (f"SGLang --scheduler-recv-interval {n} not applied: both pools run "
+                          "attention DP, which polls for new requests every step")
+    return pre, dec, (f"SGLang --scheduler-recv-interval {n} on the {' and '.join(roles)} "
+                      "workers (a busy worker polls for new requests every n decode steps; "
+                      "attention-DP workers poll every step)")
