@@ -42,6 +42,10 @@ Families (first word of `source`):
   request arriving during decodes waits for up to that many steps before its prefill. The
   H200 SGLang script (dsr1_fp8_h200_slurm.sh) does not set it: H200 rows keep SGLang's
   default 1. Assumption: the B300 scripts follow the B200 ones (none was found).
+  Disaggregated InferenceX rows ran other scripts: the Dynamo / srt-slurm benchmarks (srt-slurm
+  sa-bench bench.sh: --random-range-ratio 0.8, 10 x C prompts after a drained 2 x C warm-up)
+  with Dynamo's worker scripts, whose SGLang prefill and decode commands pass
+  `--scheduler-recv-interval 10` at every concurrency (INFERENCEMAX_SGLANG_DISAGG_RECV_*).
 Rows of any other source keep the plain recipe (fixed lengths, engine defaults).
 """
 
