@@ -352,9 +352,12 @@ def memory(model, gpu, *, weights: str = "bf16", kv: str | None = None, batch: i
 # --------------------------------------------------------------------------- serving simulation
 
 
+_UNSET = object()      # serve(): lengths not given (1024 each in the older call)
+
+
 def serve(query: Query | str | object = None, gpu=None, *, concurrencies=None, rate_rps=None,
-          timeline: bool = False, prompt_tokens: int | None = 1024,
-          output_tokens: int | None = 1024, **fields) -> ServeReport:
+          timeline: bool = False, prompt_tokens: int | None | object = _UNSET,
+          output_tokens: int | None | object = _UNSET, **fields) -> ServeReport:
     """Simulate a serving benchmark of a Query: closed loop at each of `concurrencies`, open
     loop at each of `rate_rps`, or the Query's own level (concurrency, rate_rps or trace: CSV
     path or (arrival_s, prompt, output) rows). Also accepts the older call
@@ -365,10 +368,13 @@ def serve(query: Query | str | object = None, gpu=None, *, concurrencies=None, r
     if query is None:
         query = fields.pop("model", None)
     if isinstance(query, Query):
-        if gpu is not None or fields:
-            raise PerfModelError("serve(query) takes the levels only; put the rest in the Query")
+        if gpu is not None or fields or prompt_tokens is not _UNSET or output_tokens is not _UNSET:
+            raise PerfModelError("serve(query) takes the levels only; put the rest (lengths "
+                                 "included) in the Query")
         q = query
     else:
+        prompt_tokens = 1024 if prompt_tokens is _UNSET else prompt_tokens
+        output_tokens = 1024 if output_tokens is _UNSET else output_tokens
         if fields.get("trace") is None and (prompt_tokens is None or output_tokens is None):
             raise PerfModelError("prompt_tokens and output_tokens are required without a trace")
         lengths = {k: v for k, v in (("prompt_tokens", prompt_tokens),

@@ -47,7 +47,7 @@ def test_decode_step_matches_the_op_list(d, ctx):
 
 @pytest.mark.parametrize("prompt", [100, 700, 2000])
 def test_prefill_step_matches_the_op_list(prompt):
-    want = float(step(SC, 1, prompt, 0).time_s)
+    want = float(step(SC, 1, prompt, 0, prefill=True).time_s)
     assert COST.step_s(0, 0.0, [prompt], [0.0], finishing=1) == pytest.approx(want, rel=0.01)
 
 

@@ -23,7 +23,8 @@ SPEC_STEP = 0.2                     # assumption: datasheet figures varied by +-
 OVERHEAD_FACTOR = 2.0               # assumption: engine overheads halved / doubled
 WEIGHT_LADDER = ("int4", "fp8", "bf16", "fp32")
 KV_LADDER = ("int4", "fp8", "bf16", "fp32")
-OVERHEAD_FIELDS = ("cpu_overhead_per_step_s", "per_request_overhead_s", "launch_s", "graph_launch_s")
+OVERHEAD_FIELDS = ("cpu_overhead_per_step_s", "per_request_overhead_s", "launch_s", "graph_launch_s",
+                   "eager_launch_s")
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,32 @@ LLAMA_CPP_N_CTX = 4096
 _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_TOKENS,
                      dequant_overlap=False)
 
+# Steps that carry prompt tokens run outside the CUDA graphs of the serving engines, so their
+# kernels are issued one by one from Python (issue time = kernels x eager_launch_s, which the
+# GPU hides only when the step's GPU work is longer; core/roofline.issue_s):
+# - TensorRT-LLM (PyTorch backend): its CUDA graphs are for generation-only batches
+#   (llm-api DecodeCudaGraphConfig, "CUDA graph configuration for decode requests"; docs
+#   torch_compile_and_piecewise_cuda_graph.md: "the generation-only CUDA Graph only handles
+#   pure generation iterations", context and mixed iterations need the opt-in piecewise graphs).
+# - SGLang: decode batches only; piecewise prefill graphs are opt-in
+#   (--enable-piecewise-cuda-graph, PR #10062) in the releases the serving data measured
+#   (0.5.1-0.5.10; "Piecewise Cuda Graph Default Enable" is an open TODO, issue #18130, and
+#   they are not captured for MoE EP / attention-DP layouts).
+# - vLLM V1: piecewise graphs up to max_cudagraph_capture_size = min(2 x max_num_seqs, 512)
+#   tokens (vllm/config/vllm.py _set_cudagraph_sizes); larger steps run the compiled model
+#   without graphs.
+# EAGER_LAUNCH_S from SGLang PR #13094 (Llama-3.1-8B FP8, TP8, 1024-token prompts, C=1,
+# sglang.bench_serving mean TTFT): eager 29.97 ms vs piecewise graphs 19.66 ms. The exposed
+# difference, 10.3 ms, is issue time minus the step's GPU time (~6 ms for that prefill here,
+# H100/H200 class), over the 391 kernels this model counts for that step: ~42 us per kernel;
+# 40 us taken. TensorRT-LLM: no A/B measurement found, assumed the same (both issue PyTorch
+# modules with custom ops). vLLM's compiled path above the capture size: the plain-PyTorch
+# launch cost measured on our H200 host (torch-eager launch_s, 14 us), an upper value for
+# inductor's generated wrapper code.
+EAGER_LAUNCH_S = 40e-6
+VLLM_GRAPH_MAX_TOKENS = 512
+VLLM_EAGER_LAUNCH_S = 14e-6
+
 # Host work per running sequence per step (scheduler bookkeeping, block tables and input
 # preparation, sampled-token output processing and streaming), issue 13. vLLM V1 measured:
 # vllm-project/vllm#10634 (after the V1 AsyncLLM PR #9826): Llama-2-7B, batch 256, ShareGPT:
@@ -169,14 +195,16 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         cpu_overhead_per_step_s=0.6e-3, per_request_overhead_s=10e-3,
         attention="paged", batching="continuous", kv_memory_fraction=0.90, kv_block_tokens=16,
         kv_prealloc="request", quant_kernel_efficiency=0.85, fused_elementwise=True,
-        source="vLLM docs (gpu_memory_utilization=0.9, block_size=16); vLLM V1 blog 2025", scheduler=VLLM_SCHEDULER, **_COMMON, **_HOST_OVERLAP),
+        source="vLLM docs (gpu_memory_utilization=0.9, block_size=16); vLLM V1 blog 2025", scheduler=VLLM_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
+        prefill_graph_max_tokens=VLLM_GRAPH_MAX_TOKENS, eager_launch_s=VLLM_EAGER_LAUNCH_S),
     EngineProfile(
         id="sglang", name="SGLang (radix cache, CUDA graphs)",
         kernels_per_layer=12, launch_s=0.0, graph_launch_s=40e-6,
         cpu_overhead_per_step_s=0.4e-3, per_request_overhead_s=8e-3,
         attention="paged", batching="continuous", kv_memory_fraction=0.88, kv_block_tokens=1,
         kv_prealloc="request", quant_kernel_efficiency=0.85, fused_elementwise=True,
-        source="SGLang docs (mem_fraction_static, page_size=1); SGLang v0.4 blog", scheduler=SGLANG_SCHEDULER, **_COMMON, **_HOST_OVERLAP),
+        source="SGLang docs (mem_fraction_static, page_size=1); SGLang v0.4 blog", scheduler=SGLANG_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
+        eager_launch_s=EAGER_LAUNCH_S),
     EngineProfile(
         id="trtllm", name="TensorRT-LLM (in-flight batching, paged KV)",
         kernels_per_layer=8, launch_s=0.0, graph_launch_s=30e-6,
@@ -185,7 +213,8 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         kv_block_tokens=64,
         kv_prealloc="request", quant_kernel_efficiency=0.9, fused_elementwise=True,
         source="TensorRT-LLM perf-overview and kv-cache docs (fraction 0.9, tokens_per_block 64)",
-        scheduler=TRTLLM_SCHEDULER, server_scheduler=TRTLLM_SERVER_SCHEDULER, **_COMMON, **_HOST_OVERLAP),
+        scheduler=TRTLLM_SCHEDULER, server_scheduler=TRTLLM_SERVER_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
+        eager_launch_s=EAGER_LAUNCH_S),
     EngineProfile(
         id="llama-cpp", name="llama.cpp server (GGUF, CUDA graphs)",
         kernels_per_layer=15, launch_s=0.0, graph_launch_s=50e-6,

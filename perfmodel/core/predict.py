@@ -68,7 +68,8 @@ class RequestTimes:
     prefill: StepEstimate
 
 
-def step(sc: Scenario, B, T, S, *, all_logits: bool = False, fill: bool = False) -> StepEstimate:
+def step(sc: Scenario, B, T, S, *, all_logits: bool = False, fill: bool = False,
+         prefill: bool = False) -> StepEstimate:
     """One step at batch B under the scenario, pipeline stages included.
 
     Pipeline (pp = p stages of equal work, one full pass = the time of all L layers):
@@ -83,12 +84,12 @@ def step(sc: Scenario, B, T, S, *, all_logits: bool = False, fill: bool = False)
     B = np.asarray(B, dtype=float)
     p = sc.dep.pp
     micro = np.minimum(B, p)                              # micro-batches in flight
-    est = _pass(sc, B, micro, T, S, all_logits)
+    est = _pass(sc, B, micro, T, S, all_logits, prefill)
     if p == 1 or not fill:
         return est
     filled = _filled(est, micro, p)
     many = np.maximum(B, 1.0)
-    alt = _filled(_pass(sc, B, many, T, S, all_logits), many, p)
+    alt = _filled(_pass(sc, B, many, T, S, all_logits, prefill), many, p)
     pick = alt.time_s < filled.time_s
     return StepEstimate(time_s=np.where(pick, alt.time_s, filled.time_s),
                         gpu_s=np.where(pick, alt.gpu_s, filled.gpu_s), cpu_s=filled.cpu_s,
@@ -101,10 +102,10 @@ def pp_bubble_fraction(p: int, m) -> object:
     return (p - 1) / (np.asarray(m, dtype=float) + p - 1)
 
 
-def _pass(sc: Scenario, B, micro, T, S, all_logits: bool) -> StepEstimate:
+def _pass(sc: Scenario, B, micro, T, S, all_logits: bool, prefill: bool = False) -> StepEstimate:
     """One full pass of B/micro sequences through all stages, hand-offs included."""
     est = step_time(sc.model, sc.hw, sc.precision, sc.engine, sc.eff, B / micro, T, S,
-                    dep=sc.dep, attention=sc.attention, all_logits=all_logits)
+                    dep=sc.dep, attention=sc.attention, all_logits=all_logits, prefill=prefill)
     if sc.dep.pp == 1:
         return est
     hop = p2p_s(sc.hw, sc.eff, sc.dep, B / micro * np.asarray(T, dtype=float), sc.model)
@@ -144,7 +145,7 @@ def request_times(sc: Scenario, B, prompt, output, *, context=None, new_tokens=1
 def _request_times(sc: Scenario, B, prompt, output, *, context, new_tokens) -> RequestTimes:
     B, prompt, output = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (B, prompt, output)))
     ctx = prompt if context is None else np.asarray(context, dtype=float)
-    pre = step(sc, B, prompt, 0.0, fill=True)
+    pre = step(sc, B, prompt, 0.0, fill=True, prefill=True)
     ttft = sc.engine.per_request_overhead_s + pre.time_s
 
     # trapezoid over the decode contexts prompt+1 .. prompt+output-1

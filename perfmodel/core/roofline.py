@@ -80,6 +80,8 @@ class StepEstimate:
     whatever the dtypes."""
     host_s: FloatArray = 0.0
     """Per-sequence host work of the step (included in cpu_s): sequences x host_per_seq_s."""
+    kernels: FloatArray = 0.0
+    """GPU kernels the step launches (the engine's count for the model's layers)."""
 
 
 def resolve_compute(hw: HardwareSpec, p: Precision, engine: EngineProfile) -> tuple[str, list[str]]:
@@ -117,8 +119,11 @@ def resolve_compute(hw: HardwareSpec, p: Precision, engine: EngineProfile) -> tu
 
 def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfile,
               eff: Efficiency, B, T, S, *, dep: Deployment | None = None,
-              attention: str | None = None, all_logits: bool = False) -> StepEstimate:
-    """Time of one forward step of B sequences x T new tokens over S cached tokens."""
+              attention: str | None = None, all_logits: bool = False,
+              prefill: bool = False) -> StepEstimate:
+    """Time of one forward step of B sequences x T new tokens over S cached tokens.
+    `prefill`: the step carries prompt tokens (B x T of them), which a graph engine runs
+    eagerly above engine.prefill_graph_max_tokens (issue_s)."""
     dep = dep or Deployment()
     dtype, warnings = resolve_compute(hw, p, engine)
     per_module = _module_dtypes(hw, p, engine, warnings)
@@ -187,7 +192,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         extra = engine.act_quant_kernels_per_layer * m.num_layers
         kernels = kernels + extra
         gpu = gpu + extra * eff.kernel_s
-    cpu = kernels * engine.launch_s + engine.graph_launch_s
+    cpu = issue_s(engine, kernels, np.asarray(B, dtype=float) * np.asarray(T, dtype=float)
+                  if prefill else None)
     # B running sequences; with attention DP each of the dp ranks schedules its B/dp
     # sequences in its own process (SGLang/TRT-LLM attention DP, vLLM DP engine cores)
     host = np.asarray(B, dtype=float) / dep.dp * engine.host_per_seq_s
@@ -197,7 +203,19 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     return StepEstimate(time_s=step, gpu_s=gpu,
                         cpu_s=cpu + host + engine.cpu_overhead_per_step_s, host_s=host,
                         flops=work.flops, bytes=moved_sum, compute_dtype=dtype, bound=bound,
-                        ops=times, warnings=warnings, flops_at_peak_s=at_peak)
+                        ops=times, warnings=warnings, flops_at_peak_s=at_peak, kernels=kernels)
+
+
+def issue_s(engine: EngineProfile, kernels, prompt_rows=None):
+    """CPU time to issue one step's kernels: kernels x launch_s plus one graph replay; a step
+    with `prompt_rows` token rows (None: a decode step) above the engine's
+    prefill_graph_max_tokens runs outside its CUDA graphs, kernels x eager_launch_s."""
+    graphed = kernels * engine.launch_s + engine.graph_launch_s
+    if prompt_rows is None or engine.launch_s or not engine.eager_launch_s:
+        return graphed
+    eager = np.asarray(prompt_rows) > engine.prefill_graph_max_tokens
+    out = np.where(eager, kernels * engine.eager_launch_s, graphed)
+    return float(out) if out.ndim == 0 else out
 
 
 def host_step_s(engine: EngineProfile, gpu, issue, host):

@@ -233,6 +233,15 @@ class EngineProfile(Spec):
         "launches before its scaled matmuls. 0: fused into the neighbouring kernels.")
     launch_s: float = Field(ge=0, description="CPU time to issue one kernel (0 inside a CUDA graph).")
     graph_launch_s: float = Field(ge=0, description="CPU time to replay one captured graph per step.")
+    prefill_graph_max_tokens: int = Field(
+        default=0, ge=0, description="A step carrying prompt tokens runs inside the engine's "
+        "(piecewise) CUDA graphs only up to this many token rows; larger ones, and every one "
+        "at 0, run eagerly (TRT-LLM and SGLang capture decode batches only; vLLM V1 captures "
+        "piecewise graphs up to its largest capture size). Ignored by eager engines.")
+    eager_launch_s: float = Field(
+        default=0.0, ge=0, description="CPU time per kernel of a step the graph engine runs "
+        "eagerly (Python module code, custom-op dispatch and the launch itself); 0: every "
+        "step is priced as a graph replay.")
     cpu_overhead_per_step_s: float = Field(
         ge=0, description="Scheduler/sampling/Python time per decode step not hidden behind the GPU.")
     per_request_overhead_s: float = Field(

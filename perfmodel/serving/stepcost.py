@@ -11,6 +11,8 @@ A serving step carries d decode rows (one new token each, contexts s_i) and prom
 Step time = max(body + attention + head [+ stage hand-offs], CPU issue time + host work of the
 step's sequences) + the engine's CPU overhead per step, exactly the per-step rule of
 core/roofline.step_time (host_step_s; in series for an engine without overlap scheduling).
+The issue time is a graph replay for decode-only steps; a step with prompt chunks whose token
+rows exceed the engine's prefill_graph_max_tokens runs eagerly (core/roofline.issue_s).
 All pieces come from ONE batched core.roofline.step_time call on grids; a step is then
 priced by linear interpolation. For a plain decode or prefill step the split is an identity
 (tested against core.predict.step).
@@ -30,7 +32,7 @@ import numpy as np
 
 from perfmodel.core.parallel import p2p_s
 from perfmodel.core.predict import Scenario
-from perfmodel.core.roofline import host_step_s, step_time
+from perfmodel.core.roofline import host_step_s, issue_s, step_time
 
 HEAD_OPS = ("final_norm", "lm_head", "sampling")
 ROW_POINTS = 72          # geometric grid of token rows (interpolation error well under 1%)
@@ -58,7 +60,9 @@ class StepCost:
     chunk_ctx: np.ndarray       # s0 grid
     chunk_attn_s: np.ndarray    # attention work (c, s0), kernel fixed time removed
     attn_fixed_s: float         # per-kernel fixed time of one attention pass
-    cpu_s: float                # CPU issue time (kernels x launch + graph launch)
+    cpu_s: float                # CPU issue time of a graphed step (kernels x launch + graph launch)
+    eager_cpu_s: float          # CPU issue time of a step run eagerly (kernels x eager launch)
+    graph_max_tokens: float     # a step with prompt chunks is graphed up to this many rows
     overhead_s: float           # engine CPU overhead per step
     pp: int
     engine: object              # EngineProfile: overlap rule of the host work (host_step_s)
@@ -97,7 +101,9 @@ class StepCost:
         if each:
             gpu += max(sum(each) / m, max(each))     # the heaviest micro-batch, as for M
         gpu += self.hop[0] * M + self.hop[1]
-        return host_step_s(self.engine, float(gpu), self.cpu_s, seqs * self.host_seq_s)
+        eager = chunks and d + sum(chunks) > self.graph_max_tokens
+        return host_step_s(self.engine, float(gpu), self.eager_cpu_s if eager else self.cpu_s,
+                           seqs * self.host_seq_s)
 
     def __post_init__(self):
         # python-list copies for the scalar path (bisect on lists beats numpy on scalars)
@@ -197,6 +203,8 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
     a, b = rows.size, 2 * rows.size
     issue = np.asarray(est.cpu_s, dtype=float) - np.asarray(est.host_s, dtype=float)
     cpu = float(np.max(issue)) - sc.engine.cpu_overhead_per_step_s
+    kernels = float(np.max(est.kernels))
+    eager_cpu = issue_s(sc.engine, kernels, np.inf)     # a step above the graph size
     if sc.dep.pp > 1:
         per_row = float(p2p_s(sc.hw, sc.eff, sc.dep, 1.0, sc.model) - p2p_s(sc.hw, sc.eff, sc.dep, 0.0, sc.model))
         hop = (per_row, float(p2p_s(sc.hw, sc.eff, sc.dep, 0.0, sc.model)))
@@ -205,6 +213,7 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
     return StepCost(
         rows=rows, body_s=body[:a], head_s=head[a:b], dec_rows=d, dec_ctx=dctx,
         dec_attn_s=attn[b:b + D.size].reshape(D.shape), chunk=c, chunk_ctx=cctx,
-        chunk_attn_s=attn[b + D.size:].reshape(C.shape), attn_fixed_s=fixed, cpu_s=cpu,
+        chunk_attn_s=attn[b + D.size:].reshape(C.shape), attn_fixed_s=fixed, cpu_s=cpu, eager_cpu_s=float(eager_cpu),
+        graph_max_tokens=float(sc.engine.prefill_graph_max_tokens),
         overhead_s=sc.engine.cpu_overhead_per_step_s, pp=sc.dep.pp, hop=hop, engine=sc.engine,
         host_seq_s=sc.engine.host_per_seq_s / sc.dep.dp)
