@@ -73,11 +73,11 @@ INFERENCEMAX_SGLANG_RECV_INTERVAL_HIGH = 30
 INFERENCEMAX_SGLANG_RECV_HIGH_FROM = 16          # concurrency
 INFERENCEMAX_SGLANG_RECV_GPUS = ("b200", "b300")  # B300: assumed as B200 (docstring)
 # InferenceX's disaggregated SGLang recipes (benchmarks/dsr1_fp4_gb200_dynamo-sglang_slurm.sh)
-# launch the workers with ai-dynamo/dynamo's components/backends/sglang/slurm_jobs scripts,
-# whose GB200 prefill and decode commands both pass `--scheduler-recv-interval 10` (dynamo
-# 0.7.0 low-latency worker script). Assumption: the B200/GB300/B300 disaggregated recipes
-# pass the same (none was found). A DP-attention worker cannot
-# take the flag (serving/disagg_report._recv_pools).
+# launch the workers with ai-dynamo/dynamo's SGLang slurm_jobs worker scripts; the GB200 FP4
+# one published with dynamo 0.7.0 passes `--scheduler-recv-interval 10` to both its prefill
+# and decode `python3 -m dynamo.sglang` commands. Assumption: the other versions and the
+# B200/GB300/B300 recipes pass the same (none was found). A DP-attention worker cannot take
+# the flag (serving/disagg_report._recv_pools).
 INFERENCEMAX_SGLANG_DISAGG_RECV_INTERVAL = 10
 INFERENCEMAX_SGLANG_DISAGG_RECV_GPUS = ("b200", "b300", "gb200", "gb300")
 
