@@ -34,6 +34,7 @@ from perfmodel.serving.curve import ServeCurve, serve_curve
 from perfmodel.serving.disagg_report import DisaggReport, serve_disagg
 from perfmodel.serving.report import ServeReport, serve_report
 from perfmodel.serving.simulate import ServePoint
+from perfmodel.serving.trace_record import Replay
 
 __all__ = ["Query", "make_query", "resolve", "evaluate", "Evaluation", "predict_request",
            "memory", "RequestEstimate", "OpBreakdown", "op_breakdown", "serve",
@@ -357,10 +358,14 @@ _UNSET = object()      # serve(): lengths not given (1024 each in the older call
 
 def serve(query: Query | str | object = None, gpu=None, *, concurrencies=None, rate_rps=None,
           timeline: bool = False, prompt_tokens: int | None | object = _UNSET,
-          output_tokens: int | None | object = _UNSET, **fields) -> ServeReport:
+          output_tokens: int | None | object = _UNSET, replay: Replay | None = None,
+          **fields) -> ServeReport:
     """Simulate a serving benchmark of a Query: closed loop at each of `concurrencies`, open
     loop at each of `rate_rps`, or the Query's own level (concurrency, rate_rps or trace: CSV
-    path or (arrival_s, prompt, output) rows). Also accepts the older call
+    path or (arrival_s, prompt, output) rows, or a bench-endpoint record's path: a point per
+    measured level, serving/trace_record.py), or `replay`, a record already read
+    (serving.trace_record.replay_of); with a record, a given prompt_tokens is the prompt of
+    its requests that have no usage count. Also accepts the older call
     serve(model, gpu, prompt_tokens=..., output_tokens=..., trace=..., ...), whose keywords
     are the Query's field names. max_num_seqs / max_num_batched_tokens override the
     engine's scheduler limits (as the engines' flags of those names do). Raises
@@ -373,13 +378,14 @@ def serve(query: Query | str | object = None, gpu=None, *, concurrencies=None, r
                                  "included) in the Query")
         q = query
     else:
-        prompt_tokens = 1024 if prompt_tokens is _UNSET else prompt_tokens
-        output_tokens = 1024 if output_tokens is _UNSET else output_tokens
-        if fields.get("trace") is None and (prompt_tokens is None or output_tokens is None):
+        traced = fields.get("trace") is not None or replay is not None   # lengths from the trace
+        prompt_tokens = (None if traced else 1024) if prompt_tokens is _UNSET else prompt_tokens
+        output_tokens = (None if traced else 1024) if output_tokens is _UNSET else output_tokens
+        if not traced and (prompt_tokens is None or output_tokens is None):
             raise PerfModelError("prompt_tokens and output_tokens are required without a trace")
         lengths = {k: v for k, v in (("prompt_tokens", prompt_tokens),
                                      ("output_tokens", output_tokens)) if v is not None}
         q = make_query(model=query, gpu=gpu, **lengths, **fields)
     sc, warnings, assumptions = resolve(q)
     return serve_report(q, sc, warnings, assumptions, concurrencies=concurrencies,
-                        rate_rps=rate_rps, timeline=timeline)
+                        rate_rps=rate_rps, timeline=timeline, replay=replay)

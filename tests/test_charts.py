@@ -188,6 +188,12 @@ def test_measure_charts_pair_measured_with_predicted():
     assert list(fig.data[0].y) == pytest.approx([10.0, 12.0, 20.0])
     ttft = charts_measure.ttft_vs_concurrency(levels)
     assert list(ttft.data[0].error_y.array) == pytest.approx([30.0] * 3)   # p90 - p50 in ms
+    assert [t.name for t in ttft.data] == ["measured p50 (bar to p90)", "predicted"]
+    levels[1].prediction.simulated = {"ttft_p50_s": 0.25}      # the level's replay (serve --trace)
+    ttft = charts_measure.ttft_vs_concurrency(levels)
+    sim = ttft.data[-1]
+    assert sim.name == "simulated p50 (replay)" and list(sim.x) == [4]
+    assert list(sim.y) == pytest.approx([250.0])
 
 
 def test_log_axis_ticks_cover_the_data():

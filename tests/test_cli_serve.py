@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
+import os
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import given, settings
@@ -56,12 +60,35 @@ def test_bad_trace_is_one_line(tmp_path, capsys):
 
 
 tokens = st.one_of(st.integers(-3, 3000).map(str), st.text(max_size=4))
+RECORD_DIR = tempfile.mkdtemp(prefix="serve-records-")
+atexit.register(shutil.rmtree, RECORD_DIR, True)
+
+
+def _record_file(conc, prompt, output, ok, cut) -> str:
+    """A bench-endpoint record (its documented keys only) with these values, its JSON text
+    cut at `cut` characters when given: the path."""
+    doc = {"schema_version": "perfmodel.bench-endpoint/1", "config": {"prompt_tokens": 64},
+           "levels": [{"concurrency": conc, "requests": [
+               {"ok": ok, "prompt_tokens": prompt, "output_tokens": output},
+               {"ok": True, "prompt_tokens": None, "output_tokens": 8}]}]}
+    text = json.dumps(doc)
+    fd, path = tempfile.mkstemp(suffix=".json", dir=RECORD_DIR)
+    with os.fdopen(fd, "w") as f:
+        f.write(text if cut is None else text[:cut])
+    return path
+
+
+junk = st.one_of(st.integers(-2, 3000), st.none(), st.booleans(), st.text(max_size=3),
+                 st.floats(allow_nan=True, allow_infinity=True))
+records = st.builds(_record_file, junk, junk, junk, junk, st.one_of(st.none(), st.integers(0, 200)))
 
 
 @settings(max_examples=30)
 @given(tokens, tokens, st.one_of(st.sampled_from(["--concurrency", "--rate"]), st.just("--trace")),
-       tokens)
+       st.one_of(tokens, records))
 def test_random_arguments_exit_0_or_2(prompt, output, kind, level):
+    """Random levels, lengths and traces (a path, or a bench-endpoint record file with random
+    values): exit 0, or 2 with one line."""
     err, out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         rc = main(BASE + ["--prompt", prompt, "--output", output, kind, level, "--requests", "4"])

@@ -32,6 +32,16 @@ def test_gated_deltanet_launches_four_kernels_per_linear_layer():
     assert float(op.cost.kernels) == 4 * 45
 
 
+def test_rotary_runs_only_in_the_softmax_attention_layers():
+    # Qwen3.5-397B config: 60 layers, full_attention_interval 4 -> 15 with rotary; GDN has none
+    op = next(o for o in ops(QWEN35, BF16, 1.0, 1.0, 512.0) if o.name == "rotary")
+    assert float(op.cost.kernels) == 15
+    # a dense model keeps one rotary per layer (Llama-3.1-8B: 32 layers)
+    dense = next(o for o in ops(load_model("llama-3.1-8b"), BF16, 1.0, 1.0, 512.0)
+                 if o.name == "rotary")
+    assert float(dense.cost.kernels) == 32
+
+
 def test_hf_config_of_a_qwen_moe_with_a_shared_expert_has_the_gate(tmp_path):
     cfg = {"model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"],
            "num_hidden_layers": 24, "hidden_size": 2048, "num_attention_heads": 16,

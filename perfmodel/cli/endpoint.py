@@ -27,6 +27,10 @@ knee:
   the first level C_i whose step to C_i+1 raises output tok/s by less than 10 % per doubling
   of concurrency ((ratio) ** (1 / log2(C_i+1 / C_i))) while E2E p50 grows: past it, more
   concurrency mostly buys queueing. 'not reached' when every step still scales.
+--predict:
+  pred_*: the model's request at batch = concurrency (api.evaluate); sim_*: the level
+  replayed by the serving simulation, each successful request with its own lengths at the
+  level's concurrency, as `perfmodel serve --trace run.json` replays a saved run.
 bounds:
   requests <= 10000 per level, concurrency <= 1024, --max-seconds for the whole sweep,
   --timeout per request; a failing or slow server yields recorded errors, not a hang.

@@ -64,10 +64,11 @@ def run(args) -> int:
     if args.json:
         print_json(r)
         return 0
-    shape = "trace" if r.arrival == "trace" else f"{r.prompt_tokens} in / {r.output_tokens} out"
-    print(f"{r.model} on {r.gpu} x{r.tp * r.pp * q.dp}, {r.engine}, {r.precision}, {shape}, "
-          f"{r.arrival}")
-    print_table([_row(p) for p in r.points])
+    shape = {"trace": "trace (open loop)",
+             "record": "bench-endpoint record (a closed loop per measured level)"}.get(
+        r.arrival, f"{r.prompt_tokens} in / {r.output_tokens} out, {r.arrival}")
+    print(f"{r.model} on {r.gpu} x{r.tp * r.pp * q.dp}, {r.engine}, {r.precision}, {shape}")
+    print_table([_row(p, m) for p, m in zip(r.points, r.measured or [None] * len(r.points))])
     for p in r.points:
         if not p.fits:
             print(f"level {p.concurrency or p.rate_rps}: {p.reason}")
@@ -76,7 +77,15 @@ def run(args) -> int:
     return 0
 
 
-def _row(p) -> dict:
+MEASURED_COLUMNS = (("TTFT p50 ms", "TTFT meas. ms", "ttft_p50_s", ms),
+                    ("TPOT p50 ms", "TPOT meas. ms", "tpot_p50_s", ms),
+                    ("out tok/s", "tok/s meas.", "output_tok_s_total", float))
+"""A replayed record's measured value, in a column after the simulated one it matches."""
+
+
+def _row(p, measured: dict | None = None) -> dict:
+    """One level; with a replayed record's `measured` stats, its TTFT/TPOT p50 and output
+    tok/s beside the simulated ones."""
     def opt(x, f=ms):
         return "-" if x is None else f(x)
     row = {"conc": p.concurrency} if p.concurrency is not None else {"rate/s": p.rate_rps}
@@ -87,6 +96,12 @@ def _row(p) -> dict:
                 "ITL p99 ms": opt(p.itl_p99_s), "E2E p50 s": opt(p.e2e_p50_s, float),
                 "out tok/s": opt(p.output_tok_s_total, float),
                 "req/s": opt(p.request_rate_rps, float), "preempt": p.preemptions})
+    if measured is not None:
+        cols = list(row.items())
+        for after, name, key, f in MEASURED_COLUMNS:
+            at = [k for k, _ in cols].index(after) + 1
+            cols.insert(at, (name, opt(measured.get(key), f)))
+        row = dict(cols)
     if p.goodput_rps is not None:
         row["goodput/s"] = p.goodput_rps
     return row

@@ -38,6 +38,7 @@ Sources for the parameters (mid-range values, not fitted to any validation row):
 from __future__ import annotations
 
 from perfmodel.core.errors import UnknownIdError
+from perfmodel.core.grouped_gemm import SGLANG_FUSED_MOE_STREAM_FRACTION
 from perfmodel.core.specs import EngineProfile, SchedulerSpec
 from perfmodel.core.units import GiB
 
@@ -203,7 +204,9 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         cpu_overhead_per_step_s=0.4e-3, per_request_overhead_s=8e-3,
         attention="paged", batching="continuous", kv_memory_fraction=0.88, kv_block_tokens=1,
         kv_prealloc="request", quant_kernel_efficiency=0.85, fused_elementwise=True,
-        source="SGLang docs (mem_fraction_static, page_size=1); SGLang v0.4 blog", scheduler=SGLANG_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
+        moe_stream_fraction=SGLANG_FUSED_MOE_STREAM_FRACTION, moe_act_quant_kernels=2.0,
+        source="SGLang docs (mem_fraction_static, page_size=1); SGLang v0.4 blog; fused_moe "
+               "streaming: sglang PR #11730 (core/grouped_gemm.py)", scheduler=SGLANG_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
         eager_launch_s=EAGER_LAUNCH_S),
     EngineProfile(
         id="trtllm", name="TensorRT-LLM (in-flight batching, paged KV)",

@@ -104,3 +104,23 @@ def grouped_gemm_efficiency(eff, rows, k: int):
     b = np.where(r <= k, GROUPED_SMALL_TILE_ROWS, GROUPED_TILE_ROWS)
     padded = eff.gemm_max * r / np.maximum(b, r + b / 2)
     return np.minimum(eff.gemm(r), padded) * GROUPED_KERNEL_FRACTION
+
+
+# ----------------------------------------------------------------------------- weight streaming
+
+SGLANG_FUSED_MOE_STREAM_FRACTION = 0.79
+"""Rate at which SGLang's Triton fused_moe kernel (fp8 w8a8, 128x128 block scales, its default
+config) streams the touched experts' weights at decode, relative to this model's dense-GEMM
+streaming rate (HBM fraction x quant_kernel_efficiency). sgl-project/sglang PR #11730 (H200,
+Qwen3-235B-A22B fp8, TP8: E=128, k=8, D=4096, F/8=192; tuning_fused_moe_triton.py without the
+tuned config) times the whole fused_moe call at 31.70 us for 1 token and 124.99 us for 32:
+93.3 us for the 103 experts the extra 31 tokens touch (128*(1-(1-8/128)^32) = 111 against
+8), 0.91 us per touched expert, whose 2.36 MB slice then streams at 2.6 TB/s, 0.54 of the
+H200's 4.8 TB/s. This model without the fraction prices the same MoE block (experts, routing,
+permute, combine, activation) 73.7 us apart, so 73.7 / 93.3 = 0.79. Why: a grouped kernel's
+CTAs each stream one tile of one small expert slice, and the down projection's tiles reduce
+over F/tp = 192 rows (1.5 BLOCK_K iterations), too short to fill the load pipeline.
+A property of the kernel family, so it is set on the engine whose default MoE kernel it is and
+taken for its MoE layers in every dtype (an assumption: the measurement is its fp8 kernel on
+Hopper); the other presets keep 1 (their default MoE kernels on the measured GPUs, FlashInfer/
+TRT-LLM CUTLASS and trtllm-gen on Blackwell, Marlin for int4, were not measured here)."""

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.ops import (ACT_BYTES, LOGIT_BYTES, kv_bytes_per_token_layer,
                                 linear_state_bytes_per_layer, weight_bpe)
-from perfmodel.core.parallel import kv_replication, validate_deployment
+from perfmodel.core.parallel import TP_REPLICATED, kv_replication, validate_deployment
 from perfmodel.core.params import all_matrices
 from perfmodel.core.specs import Deployment, EngineProfile, HardwareSpec, ModelSpec, Precision
 from perfmodel.core.units import GB
@@ -45,15 +45,17 @@ class MemoryEstimate(BaseModel):
 
 
 def weight_bytes_by_group(m: ModelSpec, p: Precision, dep: Deployment) -> dict[str, float]:
-    """Every matrix at its storage precision, split over tp x pp GPUs; routed experts over
-    tp x dp x pp (attention DP replicates everything else in each dp group)."""
+    """Every matrix at its storage precision, split over tp x pp GPUs (the TP_REPLICATED ones
+    over pp only: every TP rank holds them whole); routed experts over tp x dp x pp (attention
+    DP replicates everything else in each dp group)."""
     groups: dict[str, float] = {}
     for mat in all_matrices(m):
-        groups[mat.group] = groups.get(mat.group, 0.0) + mat.elements * weight_bpe(m, p, mat.group)
+        tp = 1 if mat.name in TP_REPLICATED else dep.tp
+        groups[mat.group] = (groups.get(mat.group, 0.0)
+                             + mat.elements * weight_bpe(m, p, mat.group) / tp)
     if m.tied_embeddings:
         groups.setdefault("lm_head", 0.0)
-    share = dep.tp * dep.pp
-    return {k: v / share / (dep.dp if k == "experts" else 1) for k, v in groups.items()}
+    return {k: v / dep.pp / (dep.dp if k == "experts" else 1) for k, v in groups.items()}
 
 
 def reserve_bytes(dep: Deployment):

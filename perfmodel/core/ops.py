@@ -113,12 +113,14 @@ def _residual(name: str, M, D: int, L: int) -> Op:
 
 
 def _rotary(m: ModelSpec, M) -> Op:
-    """Rotary embedding of q and k: ~3 FLOPs per element, read + write."""
+    """Rotary embedding of q and k in the softmax-attention layers (linear-attention layers
+    have no positions to rotate: Qwen3-Next/Qwen3.5 Gated DeltaNet): ~3 FLOPs per element,
+    read + write."""
     width = (m.num_heads + m.num_kv_heads) * m.head_dim
+    L = m.num_layers - m.num_linear_attention_layers
     return Op("rotary", "elementwise",
-              OpCost(flops=3.0 * M * width * m.num_layers,
-                     act_bytes=2 * M * width * ACT_BYTES * m.num_layers,
-                     kernels=float(m.num_layers)), rows=M)
+              OpCost(flops=3.0 * M * width * L, act_bytes=2 * M * width * ACT_BYTES * L,
+                     kernels=float(L)), rows=M)
 
 
 def _qk_norm(m: ModelSpec, M) -> Op:

@@ -1,6 +1,7 @@
 """Tensor, pipeline and expert parallelism: how ops are split and what the collectives cost.
 
-TP splits weights, heads and KV over p GPUs (KV heads are replicated when K < p) and adds
+TP splits weights, heads and KV over p GPUs (KV heads are replicated when K < p; MLA's latent
+down-projections and the DSA indexer run whole on every rank: TP_REPLICATED) and adds
 two all-reduces of B*T*D activations per layer (Megatron-LM, Shoeybi et al. 2019).
 All-reduce: 2(p-1)/p * bytes / link_bw + 2*ceil(log2 p) * latency (ring bandwidth, tree latency);
 across scale-up domains (tp > the NVLink domain) hierarchical: intra reduce-scatter,
@@ -29,6 +30,18 @@ DEFAULT_DOMAIN_GPUS = 8   # an HGX/DGX board, when neither deployment nor hardwa
 A2A_LATENCY_HOPS = 2      # concurrent all-to-all: data hop + arrival flag (DeepEP, see alltoall_s)
 QK_NORM_SUM_BYTES = 4.0   # a per-token sum of squares is all-reduced in fp32 (vLLM
                           # MiniMaxText01RMSNormTP upcasts before the reduction)
+TP_REPLICATED = frozenset({"q_a_proj", "kv_a_proj", "indexer_wq", "indexer_wk",
+                           "indexer_weights", "indexer", "router", "shared_gate", "moe_routing"})
+"""Ops every TP rank runs whole: MLA's down-projections to the q and kv latents (every rank
+needs the whole latents), the DSA indexer (every rank must pick the same top-k tokens), and
+the MoE router with its top-k (every rank routes every token: vLLM's and SGLang's MoE blocks
+build the gate and Qwen's shared-expert gate as ReplicatedLinear; DeepSeek's Gate is a full
+parameter on every rank).
+DeepSeek-V3.2-Exp inference/model.py builds wq_a, wkv_a and the Indexer's wq_b, wk and
+weights_proj as plain Linear (wq_b, wkv_b, wo of MLA are Column/RowParallelLinear); SGLang
+(fused_qkv_a_proj_with_mqa) and vLLM (MergedReplicatedLinear) replicate the down-projections,
+and SGLang's indexer is not split over TP without DP attention (its DeepSeek-V3.2/GLM-5 roadmap,
+sgl-project/sglang#15025: 'Support TP for Indexer when DP is not enabled', open)."""
 
 
 def validate_deployment(m: ModelSpec, dep: Deployment) -> None:
@@ -89,6 +102,9 @@ def shard(op_list: list[Op], m: ModelSpec, dep: Deployment, tokens=1.0) -> list[
     load, touched = busiest_rank_ratios(m, dep, tokens)
     out = []
     for op in op_list:
+        if op.name in TP_REPLICATED:
+            out.append(op)    # the whole op on every rank
+            continue
         c = op.cost
         kernels = c.kernels
         op_rep = 1.0 if op.name == LINEAR_ATTENTION_OP else rep   # recurrent state: split by heads

@@ -124,7 +124,8 @@ class Query(BaseModel):
         default=None, description="Poisson arrival rate in requests per second; serving workloads.")
     trace: str | TraceRows | None = Field(
         default=None, description="Request trace: CSV path with columns arrival_s, "
-        "prompt_tokens, output_tokens (or those rows); serving workloads.")
+        "prompt_tokens, output_tokens (or those rows; open loop), or a bench-endpoint --out "
+        "record (JSON: each level replayed as a closed loop); serving workloads.")
     num_requests: Count | None = Field(
         default=None, description="Requests per serving level (closed loop default 10 x "
         "concurrency, open loop 1000).")

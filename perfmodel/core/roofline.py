@@ -152,11 +152,16 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         if op.kind == "gemm":
             op_dtype, op_dequant = per_module.get(op.group, (dtype, dequant))
             experts = op.name == "experts" and m.moe is not None
+            if experts and op_dtype in W8A8_DTYPES:   # quantize casts inside the fused MoE
+                k = k + engine.moe_act_quant_kernels * m.num_moe_layers
+                kernels = kernels + engine.moe_act_quant_kernels * m.num_moe_layers
             compute = _gemm_compute_s(op, hw.peak_flops_per_s[op_dtype], vector_peak, eff,
                                       engine, op.quantized and op_dequant,
                                       depth=expert_depth if experts else 1.0,
                                       top_k=m.moe.experts_per_token if experts else 0)
             wbytes = c.weight_bytes / (engine.quant_kernel_efficiency if op.quantized else 1.0)
+            if experts:   # the fused MoE kernel's own streaming rate (core/grouped_gemm.py)
+                wbytes = wbytes / engine.moe_stream_fraction
             memory = (wbytes + c.act_bytes) / bw
             at_peak = at_peak + c.flops / max(hw.peak_flops_per_s[op_dtype], vector_peak)
         elif op.kind == "attention":

@@ -293,6 +293,15 @@ class EngineProfile(Spec):
         "behind the expert GEMMs by running two micro-batches in turn (SGLang "
         "--enable-two-batch-overlap with DeepEP; LMSYS blog 'Deploying DeepSeek with PD "
         "disaggregation and large-scale EP', 2025). 0 in the presets: it is opt-in.")
+    moe_act_quant_kernels: float = Field(
+        default=0.0, ge=0, description="Activation-quantize kernels per MoE layer inside the "
+        "engine's fused MoE call when the experts run W8A8 (fp8/int8): SGLang's fused_moe "
+        "quantizes the input of each of its two grouped GEMMs (invoke_fused_moe_kernel: "
+        "sglang_per_token_group_quant_fp8). 0: fused or not measured.")
+    moe_stream_fraction: float = Field(
+        default=1.0, gt=0, le=1, description="Rate at which the engine's fused MoE kernel streams "
+        "the touched experts' weights, relative to a dense GEMM's (its weight bytes are divided "
+        "by it; core/grouped_gemm.py). 1: no measurement of the engine's default MoE kernel.")
     scheduler: SchedulerSpec = Field(
         default_factory=SchedulerSpec, description="Request scheduler limits and policy.")
     server_scheduler: SchedulerSpec | None = Field(

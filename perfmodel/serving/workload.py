@@ -6,7 +6,9 @@ Three shapes, as the load generators run them:
   earlier one finishes;
 - open loop: arrivals at a rate, Poisson (exponential gaps) or gamma with a burstiness
   shape (vLLM `bench serve --request-rate R --burstiness k`: gaps ~ Gamma(k, 1/(k R)));
-- trace replay: (arrival_s, prompt_tokens, output_tokens) rows from a CSV.
+- trace replay: (arrival_s, prompt_tokens, output_tokens) rows from a CSV (open loop at
+  those arrivals), or a `bench-endpoint --out` record (serving/trace_record.py: each level
+  a closed loop at its concurrency over its own requests' lengths).
 
 Lengths: fixed, or uniform integers in [ceil(r L), L] for a range ratio r (vLLM
 benchmark_serving.py up to v0.8 and InferenceMAX's copy of it: randint(int(L r), L + 1)),
@@ -27,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from perfmodel.core.errors import PerfModelError, pydantic_message
+from perfmodel.serving.trace_record import Replay, is_record_text, parse_record
 
 DEFAULT_PROMPTS_PER_SLOT = 10   # InferenceMAX: --num-prompts = 10 x max concurrency (assumption)
 DEFAULT_OPEN_LOOP_REQUESTS = 1000  # vLLM bench serve --num-prompts default
@@ -205,13 +208,31 @@ def _exp_rate(m: float, w: float) -> float:
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
 
+def _read_text(p: Path) -> str:
+    try:
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PerfModelError(f"cannot read trace {p}: {exc.__class__.__name__}") from None
+
+
+def load_trace(path: str | Path, *,
+               prompt_tokens: int | None = None) -> tuple[tuple[float, int, int], ...] | Replay:
+    """A trace file: a bench-endpoint record (JSON) as a Replay (`prompt_tokens`: the prompt
+    of its requests without a usage count, trace_record.parse_record), else the CSV's rows."""
+    p = Path(path)
+    text = _read_text(p)
+    if is_record_text(p.name, text):
+        return parse_record(p.name, text, prompt_tokens=prompt_tokens)
+    return _csv_rows(p, text)
+
+
 def read_trace(path: str | Path) -> tuple[tuple[float, int, int], ...]:
     """Rows of a CSV with the columns arrival_s, prompt_tokens, output_tokens."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PerfModelError(f"cannot read trace {p}: {exc.__class__.__name__}") from None
+    return _csv_rows(p, _read_text(p))
+
+
+def _csv_rows(p: Path, text: str) -> tuple[tuple[float, int, int], ...]:
     reader = csv.DictReader(text.splitlines())
     missing = [c for c in TRACE_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
@@ -264,7 +285,8 @@ def serve_workloads(*, prompt_tokens=None, output_tokens=None, concurrencies=Non
                     prefix_hit: float = 0.0, burstiness: float = 1.0,
                     seed: int = 0) -> list[ServeWorkload]:
     """One workload per level: exactly one of concurrencies, rate_rps (Poisson, or gamma when
-    burstiness != 1) or trace (rows or a CSV path)."""
+    burstiness != 1) or trace (rows, a CSV path, or a bench-endpoint record: its path or
+    Replay, one closed-loop workload per replayed level)."""
     given = [n for n, v in (("concurrencies", concurrencies), ("rate_rps", rate_rps),
                             ("trace", trace)) if v is not None]
     if len(given) != 1:
@@ -272,7 +294,9 @@ def serve_workloads(*, prompt_tokens=None, output_tokens=None, concurrencies=Non
                              + (f" (got {', '.join(given)})" if given else ""))
     common = dict(range_ratio=range_ratio, prefix_hit=prefix_hit, seed=seed)
     if trace is not None:
-        rows = read_trace(trace) if isinstance(trace, (str, Path)) else trace
+        rows = load_trace(trace) if isinstance(trace, (str, Path)) else trace
+        if isinstance(rows, Replay):
+            return replay_workloads(rows, prefix_hit=prefix_hit, seed=seed)
         return [ServeWorkload.make(arrival="trace", trace=rows, prefix_hit=prefix_hit, seed=seed)]
     lengths = dict(prompt_tokens=prompt_tokens, output_tokens=output_tokens, num_requests=num_requests)
     if concurrencies is not None:
@@ -284,3 +308,18 @@ def serve_workloads(*, prompt_tokens=None, output_tokens=None, concurrencies=Non
                                num_requests=n if n is not None else DEFAULT_OPEN_LOOP_REQUESTS,
                                **lengths, **common)
             for r in _rate_list(rate_rps)]
+
+
+def replay_workloads(replay: Replay, *, prefix_hit: float = 0.0, seed: int = 0) -> list[ServeWorkload]:
+    """A closed loop per replayed level: its concurrency, its requests' own lengths in send
+    order, one request each (serving/trace_record.py); prompt_tokens and output_tokens hold
+    the level's rounded means."""
+    out = []
+    for lv in replay.levels:
+        n = len(lv.lengths)
+        out.append(ServeWorkload.make(
+            arrival="closed", concurrency=lv.concurrency, num_requests=n, lengths=lv.lengths,
+            prompt_tokens=max(1, round(sum(p for p, _ in lv.lengths) / n)),
+            output_tokens=max(1, round(sum(o for _, o in lv.lengths) / n)),
+            prefix_hit=prefix_hit, seed=seed))
+    return out

@@ -42,7 +42,9 @@ def latency_throughput(levels: Sequence) -> go.Figure:
 
 
 def ttft_vs_concurrency(levels: Sequence) -> go.Figure:
-    """TTFT p50 (measured, with p90 as the bar top) and predicted TTFT against concurrency."""
+    """TTFT p50 (measured, with p90 as the bar top), predicted TTFT (a batch of C) and, where
+    the prediction has one, the simulated TTFT p50 of the level's replay (queueing included:
+    Prediction.simulated, as `perfmodel serve --trace` replays a run) against concurrency."""
     ok = [lv for lv in levels if lv.stats.ok and lv.stats.ttft_p50_s is not None]
     fig = go.Figure()
     fig.add_trace(go.Scatter(
@@ -58,6 +60,13 @@ def ttft_vs_concurrency(levels: Sequence) -> go.Figure:
                                  y=[lv.prediction.ttft_s / MS for lv in pred], mode="lines+markers",
                                  name="predicted", line=dict(dash="dash"),
                                  hovertemplate="concurrency %{x}: TTFT %{y:.3g} ms<extra></extra>"))
+    sim = [lv for lv in pred if "ttft_p50_s" in (getattr(lv.prediction, "simulated", None) or {})]
+    if sim:
+        fig.add_trace(go.Scatter(x=[lv.concurrency for lv in sim],
+                                 y=[lv.prediction.simulated["ttft_p50_s"] / MS for lv in sim],
+                                 mode="lines+markers", name="simulated p50 (replay)",
+                                 line=dict(dash="dot"),
+                                 hovertemplate="concurrency %{x}: TTFT p50 %{y:.3g} ms<extra></extra>"))
     fig.update_layout(title="TTFT vs concurrency", xaxis=log_axis([lv.concurrency for lv in ok], title="concurrency"),
                       yaxis=dict(title="TTFT (ms)"), **LAYOUT)
     return fig

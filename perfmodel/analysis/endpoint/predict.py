@@ -3,8 +3,10 @@
 Each level is predicted as a batch of B = min(concurrency, requests) sequences with the
 level's mean prompt length (server usage, else the requested --prompt-tokens) and its mean
 measured output length, via perfmodel.api.evaluate of the PredictSpec's Query. The serving
-simulation (perfmodel.api.serve: the engine's scheduler over the level's concurrency and request
-count) is added beside it as `simulated` with `sim_ratios`. Ratios are measured / predicted
+simulation is added beside it as `simulated` with `sim_ratios`: the level replayed as
+`perfmodel serve --trace run.json` replays it (serving/trace_record.py: the engine's scheduler
+over a closed loop at the level's concurrency, each successful request with its own prompt
+and output lengths, in send order). Ratios are measured / predicted
 (p50 for latencies): > 1 means the server is slower than the model says (or, for output
 tok/s, faster).
 """
@@ -17,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.api import Evaluation, evaluate
 from perfmodel.core.query import Query, make_query
+from perfmodel.serving.trace_record import RECORD_SCHEMA, replay_of
 
 if TYPE_CHECKING:
     from perfmodel.analysis.endpoint.config import EndpointConfig
@@ -66,8 +69,9 @@ class Prediction(BaseModel):
     output_tok_s_total: float
     ratios: dict[str, float] = Field(description="measured / predicted: ttft_p50, tpot_p50, e2e_p50, output_tok_s")
     simulated: dict[str, float] = Field(
-        default_factory=dict, description="the serving simulation of this level (api.serve, closed "
-        "loop at the level's concurrency and request count): the LevelStats keys it shares")
+        default_factory=dict, description="the serving simulation of this level (api.serve "
+        "replaying it as `serve --trace` does: closed loop at the level's concurrency over its "
+        "successful requests' own lengths): the LevelStats keys it shares")
     sim_ratios: dict[str, float] = Field(
         default_factory=dict, description="measured / simulated: ttft_p50, ttft_p90, tpot_p50, "
         "itl_p50, e2e_p50, output_tok_s")
@@ -100,8 +104,7 @@ def predict_level(spec: PredictSpec, cfg: "EndpointConfig", level: "LevelResult"
     ratios = {"ttft_p50": _ratio(s.ttft_p50_s, r.ttft_s), "tpot_p50": _ratio(s.tpot_p50_s, r.tpot_s),
               "e2e_p50": _ratio(s.e2e_p50_s, r.e2e_s),
               "output_tok_s": _ratio(s.output_tok_s if s.ok else None, r.output_tok_s_total)}
-    sim = simulate_level(spec, concurrency=level.concurrency, requests=cfg.requests,
-                         prompt=max(1, prompt), output=output)
+    sim = simulate_level(spec, cfg, level)
     sim_ratios = {k: _ratio(m, sim.get(key)) for k, m, key in (
         ("ttft_p50", s.ttft_p50_s, "ttft_p50_s"), ("ttft_p90", s.ttft_p90_s, "ttft_p90_s"),
         ("tpot_p50", s.tpot_p50_s, "tpot_p50_s"), ("itl_p50", s.itl_p50_s, "itl_p50_s"),
@@ -120,12 +123,19 @@ SIM_KEYS = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s"
             "itl_p99_s", "e2e_p50_s", "e2e_p90_s", "output_tok_s_total", "request_rate_rps")
 
 
-def simulate_level(spec: PredictSpec, *, concurrency: int, requests: int, prompt: int,
-                   output: int) -> dict[str, float]:
-    """api.serve of one closed-loop level; {} when the level does not run in the model."""
+def simulate_level(spec: PredictSpec, cfg: "EndpointConfig",
+                   level: "LevelResult") -> dict[str, float]:
+    """api.serve replaying one measured level (its successful requests' own lengths, the
+    config's prompt_tokens where the server reported no usage); {} when no request succeeded
+    or the level does not run in the model."""
     from perfmodel.api import serve
-    rep = serve(spec.query(prompt_tokens=prompt, output_tokens=output, concurrency=concurrency,
-                           num_requests=requests))
+    if not level.stats.ok:
+        return {}
+    replay = replay_of({"schema_version": RECORD_SCHEMA,
+                        "config": {"prompt_tokens": cfg.prompt_tokens},
+                        "levels": [level.model_dump(mode="json", include={"concurrency", "requests"})]},
+                       name=f"concurrency {level.concurrency}")
+    rep = serve(spec.query(), replay=replay)
     p = rep.points[0]
     return {k: float(getattr(p, k)) for k in SIM_KEYS if getattr(p, k) is not None}
 

@@ -24,11 +24,12 @@ from perfmodel.analysis.endpoint.gpu import PeakMemory, query_gpus
 from perfmodel.analysis.endpoint.predict import Prediction, PredictSpec, check_spec, with_predictions
 from perfmodel.analysis.endpoint.record import ExperimentRecord, SampledOutput, build_record
 from perfmodel.analysis.endpoint.stats import Knee, LevelStats, RequestSample, find_knee, summarize
+from perfmodel.serving.trace_record import RECORD_SCHEMA
 
 # progress(concurrency, done, planned, failed)
 Progress = Callable[[int, int, int, int], None]
 
-SCHEMA = "perfmodel.bench-endpoint/1"
+SCHEMA = RECORD_SCHEMA   # serving/trace_record.py reads records back (perfmodel serve --trace)
 SAMPLE_TEXT_CHARS = 300
 
 

@@ -135,12 +135,20 @@ def show(run) -> None:
         "TPOT p50 (ms)": [num(x.stats.tpot_p50_s / MS) if x.stats.tpot_p50_s else "n/a" for x in run.levels],
         "output tok/s": [num(x.stats.output_tok_s) for x in run.levels],
         "predicted TPOT (ms)": [num(x.prediction.tpot_s / MS) if x.prediction else "n/a" for x in run.levels],
+        "simulated TTFT p50 (ms)": [_sim_ms(x, "ttft_p50_s") for x in run.levels],
+        "simulated TPOT p50 (ms)": [_sim_ms(x, "tpot_p50_s") for x in run.levels],
         "predicted tok/s": [num(x.prediction.output_tok_s_total) if x.prediction else "n/a" for x in run.levels],
         "measured / predicted tok/s": [num(x.prediction.ratios.get("output_tok_s", float("nan")))
                                        if x.prediction else "n/a" for x in run.levels],
     }, hide_index=True)
     st.download_button("Download this run (JSON)", run.model_dump_json(indent=1),
                        file_name="bench-endpoint.json", mime="application/json")
+
+
+def _sim_ms(level, key: str) -> str:
+    """The level's replay by the serving simulation (Prediction.simulated), in ms."""
+    v = level.prediction.simulated.get(key) if level.prediction else None
+    return num(v / MS) if v is not None else "n/a"
 
 
 if __name__ == "__main__":
