@@ -144,16 +144,18 @@ def test_layout_errors_name_the_constraint():
        conc=st.one_of(st.none(), st.integers(-1, 6), st.just(200)),
        rate=st.one_of(st.none(), st.floats(-1, 50)),
        weights=st.sampled_from(["bf16", "fp8", "fp5", ""]),
-       mb=st.sampled_from([None, -1, 0, 1, 3, 10 ** 9]))
+       mb=st.sampled_from([None, -1, 0, 1, 3, 10 ** 9]),
+       recv=st.sampled_from([None, 0, 1, 10, 2.5]))
 def test_api_random_and_invalid_inputs(pw, dw, tp, ep, dp, prompt, output, conc, rate, weights,
-                                       mb):
+                                       mb, recv):
     try:
         r = api.serve_disagg("qwen3-30b-a3b", GPU, weights=weights,
                              prefill=dict(workers=pw, tp=tp, ep=ep, dp=dp, max_batch=mb),
                              decode=dict(workers=dw, tp=1, ep=1), prompt_tokens=prompt,
                              output_tokens=output,
                              concurrencies=None if conc is None else [conc],
-                             rate_rps=None if rate is None else [rate], num_requests=8)
+                             rate_rps=None if rate is None else [rate], num_requests=8,
+                             recv_interval_steps=recv)
     except PerfModelError as exc:
         assert "\n" not in str(exc) and str(exc)
         return

@@ -60,10 +60,11 @@ def test_bundle_size_only_above_the_threshold():
     assert bundle_size(t + 1) == 2 and bundle_size(10 * t) == 10
 
 
-def _level(monkeypatch, above: int, conc: int):
+def _level(monkeypatch, above: int, conc: int, range_ratio: float = 1.0):
     monkeypatch.setattr(disagg_bundle, "BUNDLE_ABOVE_CONCURRENCY", above)
     r = api.serve_disagg(MODEL, GPU, prefill=dict(workers=1), decode=dict(workers=2),
-                         prompt_tokens=512, output_tokens=48, concurrencies=[conc])
+                         prompt_tokens=512, output_tokens=48, concurrencies=[conc],
+                         range_ratio=range_ratio)
     return r.points[0]
 
 
@@ -75,6 +76,18 @@ def test_bundles_stay_close_to_request_by_request(monkeypatch):
     assert bundled.ttft_mean_s == pytest.approx(exact.ttft_mean_s, rel=0.15)
     assert bundled.tpot_mean_s == pytest.approx(exact.tpot_mean_s, rel=0.02)
     assert bundled.output_tok_s_total == pytest.approx(exact.output_tok_s_total, rel=0.03)
+
+
+def test_bundles_of_drawn_lengths_stay_close_to_request_by_request(monkeypatch):
+    # lengths uniform in [0.8 L, L] (InferenceX's --random-range-ratio 0.8): each bundle
+    # repeats one draw; 16 bundles of 6 against the 96 requests one by one, the same bounds
+    exact, bundled = (_level(monkeypatch, 1000, 96, 0.8), _level(monkeypatch, 6, 96, 0.8))
+    assert bundled.ttft_mean_s == pytest.approx(exact.ttft_mean_s, rel=0.15)
+    assert bundled.tpot_mean_s == pytest.approx(exact.tpot_mean_s, rel=0.02)
+    assert bundled.output_tok_s_total == pytest.approx(exact.output_tok_s_total, rel=0.03)
+    # shorter requests than the fixed-length level: at most the fixed level's E2E
+    fixed = _level(monkeypatch, 6, 96)
+    assert bundled.e2e_mean_s < fixed.e2e_mean_s
 
 
 def test_prefill_max_batch_one_serializes_a_burst():

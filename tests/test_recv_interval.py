@@ -108,7 +108,10 @@ def test_presets_poll_every_iteration():
     ("sglang", 15, "b200", False, 10), ("sglang", 16, "b200", False, 30),
     ("sglang", 128, "b300", False, 30),
     ("sglang", 4, "h200-sxm", False, None),   # dsr1_fp8_h200_slurm.sh sets no interval
-    ("sglang", 4, "b200", True, None),        # disaggregated recipes are other scripts
+    # disaggregated recipes are other scripts: Dynamo's slurm_jobs SGLang worker scripts pass
+    # --scheduler-recv-interval 10 to both roles at every concurrency
+    ("sglang", 4, "b200", True, 10), ("sglang", 512, "gb200", True, 10),
+    ("sglang", 512, "h200-sxm", True, None),
     ("vllm", 4, "b200", False, None), ("trtllm", 64, "b200", False, None)])
 def test_inferencemax_recipes_set_the_interval(engine, conc, gpu, disagg, want):
     r = recipe_for(IMAX, engine, 1024, concurrency=conc, gpu=gpu, disagg=disagg)

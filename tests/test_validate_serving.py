@@ -483,6 +483,19 @@ def test_disagg_moe_tp_over_the_attention_dp_ranks_shards_the_experts():
     assert "max_batch" not in t.prefill                  # unstated: the engine's limit
 
 
+def test_inferencex_disagg_rows_keep_the_engines_prefill_batch_aic_rows_the_generators():
+    # InferenceX (db-dump) rows state prefill_batch_size 1 everywhere while their Dynamo
+    # recipes run ctx max_batch_size 16 at 1k/1k (performance_sweeps configs): not read;
+    # AIConfigurator's generator writes the column as the prefill max_batch_size: 1 x dp 4
+    imax = _map(Capabilities(disagg=True), **_disagg_row(
+        source="db-dump/2026-04-27 measured 2026-03-23 image tensorrtllm-runtime:0.8.1.post1"))
+    assert "max_batch" not in imax.prefill
+    assert any("prefill_batch_size 1 not read" in a for a in imax.assumptions)
+    aic = _map(Capabilities(disagg=True), **_disagg_row(source="aic gap analysis measured 2026-03-06"))
+    assert aic.prefill["max_batch"] == 4
+    assert not any("prefill_batch_size 1 not read" in a for a in aic.assumptions)
+
+
 def test_disagg_rows_need_a_disaggregated_predictor():
     u = _map(**_disagg_row())
     assert isinstance(u, ServingUnmapped) and "disaggregated" in u.reason

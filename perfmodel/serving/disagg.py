@@ -127,7 +127,8 @@ def _pipeline(pf: _Pool, dc: _Pool, link, layerwise: bool, req: Requests, send) 
     w_pre, done, _, pre1, _, _, _ = _run_pool(pf, send, P, np.ones_like(O), cached)
     xfer, k = transfer_s(pf.sc, link, P, layerwise), pf.bundle
     if k > 1:      # bundles: the mean member's times (serving/disagg_bundle.py)
-        done = done - pf.cost.first_offset_s(int(P[0]))
+        uniq, inv = np.unique(P, return_inverse=True)
+        done = done - np.array([pf.cost.first_offset_s(int(p)) for p in uniq])[inv]
     arrive = schedule_transfers(done, w_pre, xfer * k) - (k - 1) / 2 * xfer
     finish = arrive.copy()
     pre2, most, itl_v, itl_w = 0, 0, [], []
@@ -246,7 +247,7 @@ def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_la
         if wl.concurrency is not None:
             k = _bundle(req, wl.concurrency)
             C, req = max(1, round(wl.concurrency / k)), _take(req, max(1, round(req.prompt_tokens.size / k)))
-            run = _closed_loop(pf.bundled(k, int(req.prompt_tokens[0])), dc.bundled(k), link,
+            run = _closed_loop(pf.bundled(k, int(req.prompt_tokens.max())), dc.bundled(k), link,
                                layerwise, req, C)
             run.max_running *= k
         else:
@@ -257,10 +258,10 @@ def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_la
 
 
 def _bundle(req: Requests, concurrency: int) -> int:
-    """Bundle size of a closed-loop level: only requests of one shape are bundled."""
-    same = all(np.all(a == a[0]) for a in (req.prompt_tokens, req.output_tokens,
-                                           req.cached_tokens) if a.size)
-    return bundle_size(concurrency) if same else 1
+    """Bundle size of a closed-loop level (serving/disagg_bundle.py): each bundle repeats one
+    drawn request shape k times, so lengths drawn from a range keep their distribution over
+    the level's n / k bundles."""
+    return bundle_size(concurrency) if req.prompt_tokens.size else 1
 
 
 def _summarize(run: _Run, req: Requests, head: dict, fits: bool, reason: str,

@@ -1,7 +1,7 @@
-"""Bundles: k identical requests of a high-concurrency closed loop simulated as one.
+"""Bundles: k requests of one shape of a high-concurrency closed loop simulated as one.
 
-A closed loop of C requests of fixed lengths sends its requests in generations that start,
-finish and are replaced together; the simulation's cost grows with the requests it tracks
+A closed loop of C requests sends its requests in generations that start, finish and are
+replaced together; the simulation's cost grows with the requests it tracks
 (10 x C per level, a few passes of the fixed point in serving/disagg.py), not with the rows
 of a step. Above BUNDLE_ABOVE_CONCURRENCY the pools simulate C / k bundles of k requests
 (k = ceil(C / BUNDLE_ABOVE_CONCURRENCY)): a bundle is admitted, prefilled, transferred and
@@ -17,7 +17,9 @@ gets its first token one step after it reaches the worker (first_offset_s), and 
 transfers hold the link k times as long while the mean member waits (k - 1) / 2 of them
 less than the last. Per-request metrics are the bundle's; counts (throughput, max running)
 are scaled back by k. Concurrency is simulated as k x round(C / k) (at most k / 2 requests
-off).
+off). Lengths drawn from a range (a harness's --random-range-ratio): each bundle repeats one
+draw, so the level's n / k bundles (10 x BUNDLE_ABOVE_CONCURRENCY draws at 10 x C requests)
+sample the distribution; the prefill worker's step group is counted at the longest prompt.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from perfmodel.core.resolve import resolve as _resolve_ids
 from perfmodel.serving.curve import check_slo
 from perfmodel.serving.disagg import PoolLayout, simulate_disagg
 from perfmodel.serving.disagg_transfer import pool_link
-from perfmodel.serving.simulate import ServePoint, on_server
+from perfmodel.serving.simulate import ServePoint, on_server, with_scheduler
 from perfmodel.serving.workload import serve_workloads
 
 
@@ -55,18 +55,23 @@ def serve_disagg(model, gpu, *, prefill, decode, weights: str = "bf16", kv: str 
                  range_ratio: float = 1.0, prefix_hit: float = 0.0, burstiness: float = 1.0,
                  layerwise_transfer: bool = False, ttft_slo_s: float | None = None,
                  tpot_slo_s: float | None = None, seed: int = 0,
+                 recv_interval_steps: int | None = None,
                  hardware_dir: str | None = None) -> DisaggReport:
     """Simulate disaggregated serving: `prefill` and `decode` are PoolLayouts (or dicts of
-    workers, tp, pp, ep, dp). Loads as api.serve. Raises PerfModelError on bad input,
-    naming the constraint (a layout that does not divide, KV that does not fit, no link)."""
+    workers, tp, pp, ep, dp). Loads as api.serve. `recv_interval_steps`: SGLang's
+    --scheduler-recv-interval as the deployment set it on both roles (None: the preset's),
+    applied to the pools without attention DP (_recv_pools). Raises PerfModelError on bad
+    input, naming the constraint (a layout that does not divide, KV that does not fit, no link)."""
     pl, dl = _layout("prefill", prefill), _layout("decode", decode)
     check_slo(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
+    _check_recv(recv_interval_steps)
     common = dict(weights=weights, kv=kv, activations=activations, engine=engine,
                   profile=profile, hardware_dir=hardware_dir)
     pre, warnings, assumptions = _resolve_ids(model, gpu, tp=pl.tp, pp=pl.pp, ep=pl.ep, dp=pl.dp,
                                               **common)
     dec, w2, _ = _resolve_ids(pre.model, pre.hw, tp=dl.tp, pp=dl.pp, ep=dl.ep, dp=dl.dp, **common)
     pre, dec = on_server(pre), on_server(dec)     # a serving benchmark talks to a server
+    pre, dec, recv_note = _recv_pools(pre, dec, pl, dl, recv_interval_steps)
     warnings += [w for w in w2 if w not in warnings]
     wls = serve_workloads(prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                           concurrencies=concurrencies, rate_rps=rate_rps, trace=trace,
@@ -88,6 +93,8 @@ def serve_disagg(model, gpu, *, prefill, decode, weights: str = "bf16", kv: str 
          "share is exposed" if layerwise_transfer else
          "KV transfer starts after the prefill completes (vLLM NIXL, SGLang PD, TRT-LLM "
          "cache transceiver defaults); one transfer at a time per prefill worker")]
+    if recv_note:
+        assumptions.append(recv_note)
     if wls[0].arrival == "closed":
         assumptions.append("closed loop: send times found by fixed-point iteration over both pools")
     return DisaggReport(
@@ -96,3 +103,34 @@ def serve_disagg(model, gpu, *, prefill, decode, weights: str = "bf16", kv: str 
         kv_link=f"{kind}: {link.name}", arrival=wls[0].arrival,
         prompt_tokens=wls[0].prompt_tokens, output_tokens=wls[0].output_tokens, points=points,
         warnings=warnings, assumptions=assumptions)
+
+
+def _check_recv(n) -> None:
+    if n is None:
+        return
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10_000:
+        raise PerfModelError(f"recv_interval_steps must be an integer from 1 to 10000, got {n!r}")
+
+
+def _recv_pools(pre, dec, pl: PoolLayout, dl: PoolLayout, n: int | None):
+    """The pools with SGLang's --scheduler-recv-interval n, and the assumption that says so.
+    Only pools without attention DP take it: SGLang's SchedulerRecvSkipper asserts
+    `not server_args.enable_dp_attention` (managers/scheduler_recv_skipper.py, v0.5.x), so a
+    DP-attention worker polls for requests every step. The decode worker's polling gates the
+    PD handshake (its KV pre-allocation, without which the prefill worker keeps the request in
+    its bootstrap queue: disaggregation/prefill.py); the simulation charges that wait at the
+    decode worker's admission instead of before the prefill (the same sum while the decode
+    worker's step time is steady)."""
+    if n is None or n == 1:
+        return pre, dec, ""
+    roles = [name for name, lay in (("prefill", pl), ("decode", dl)) if lay.dp == 1]
+    if pl.dp == 1:
+        pre = with_scheduler(pre, recv_interval_steps=n)
+    if dl.dp == 1:
+        dec = with_scheduler(dec, recv_interval_steps=n)
+    if not roles:
+        return pre, dec, (f"SGLang --scheduler-recv-interval {n} not applied: both pools run "
+                          "attention DP, which polls for new requests every step")
+    return pre, dec, (f"SGLang --scheduler-recv-interval {n} on the {' and '.join(roles)} "
+                      "workers (a busy worker polls for new requests every n decode steps; "
+                      "attention-DP workers poll every step)")

@@ -340,7 +340,9 @@ def _disagg(r: ServingMeasurement, moe: bool):
         p_notes = p_notes + e_notes
         n, w_notes = workers(r, role)
         pools[role] = dict(workers=n, tp=tp, pp=pp, ep=ep, dp=dp)
-        cap = max_batch(r, role, dp) if role == "prefill" else None   # decode: the module rule
+        # decode: the module rule (the concurrency fills its batch)
+        cap, b_notes = max_batch(r, role, dp) if role == "prefill" else (None, [])
+        p_notes = p_notes + b_notes
         if cap is not None:
             pools[role]["max_batch"] = cap
         notes += [f"{role}: {x}" for x in p_notes] + w_notes

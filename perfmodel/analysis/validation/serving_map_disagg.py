@@ -14,7 +14,15 @@ General rules only (nothing names a row, a model or a measured value):
   SGLang's --max-running-requests / vLLM's --max-num-seqs per server); unstated -> the
   engine preset's limit. Read for the prefill role only: the decode role's equals the
   concurrency rule below divided over its workers (the run fills the decode batch), so it
-  adds no limit;
+  adds no limit. Not read on InferenceX rows (source db-dump/...): the file gives
+  prefill_batch_size 1 on every one of them, while the recipes they ran give the context
+  servers their own, larger limits (ai-dynamo/dynamo components/backends/trtllm/
+  performance_sweeps configs, GB200: ctx max_batch_size 16 with max_num_tokens 16384 at
+  1k/1k, 2 with 16640 at 8k/1k, per attention-DP rank; the SGLang prefill workers
+  --max-running-requests 512, --chunked-prefill-size 24576), so 1 is not the engine's limit
+  there and the preset's limit stands (the family's rule for flags not in the file).
+  AIConfigurator rows keep it: its generator writes it as the prefill worker's max_batch_size
+  (rule_plugin: `prefill max_batch_size = (max_batch_size if max_batch_size else 1)`);
 - concurrency: the row's batch_size when given, else decode_batch_size x decode workers x
   decode attention DP (decode_batch_size is per attention-DP rank of one decode worker: the
   ids' c<N> equal this product on the rows that state both), else the id's `_c<N>_`.
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 import re
 
+from perfmodel.analysis.validation.serving_recipe import family
 from perfmodel.analysis.validation.serving_table import ServingMeasurement
 
 ROLES = ("prefill", "decode")
@@ -67,10 +76,14 @@ def expert_span(r, tp: int, ep: int, dp: int) -> tuple[int, list[str]]:
     return ep, []
 
 
-def max_batch(r: ServingMeasurement, role: str, dp: int) -> int | None:
-    """Requests one worker of the role runs at once (the module rule), None if unstated."""
+def max_batch(r: ServingMeasurement, role: str, dp: int) -> tuple[int | None, list[str]]:
+    """(requests one worker of the role runs at once, notes): the module rule; None if
+    unstated or not the engine's limit (InferenceX rows)."""
     b = _count(r.get(f"{role}_batch_size"))
-    return b * dp if b else None
+    if b and family(r.get("source")) == "inferencemax":
+        return None, [f"{role}_batch_size {b} not read as the engine's max batch (InferenceX "
+                      "recipes set the context servers' own): the engine preset's limit"]
+    return (b * dp if b else None), []
 
 
 def concurrency(r: ServingMeasurement, decode_workers: int, decode_dp: int) -> int | None:

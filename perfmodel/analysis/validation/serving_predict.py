@@ -155,7 +155,8 @@ def _simulated_disagg(t: ServingTarget, concurrencies, profile, specs):
                                decode=t.decode, weights=t.weights, kv=t.kv,
                                activations=t.activations, engine=t.engine, profile=profile,
                                prompt_tokens=t.prompt, output_tokens=t.output,
-                               concurrencies=run)
+                               concurrencies=run, range_ratio=t.recipe.range_ratio,
+                               recv_interval_steps=t.recipe.recv_interval_steps)
         out.update(_points(rep))
     return out
 

@@ -42,6 +42,10 @@ Families (first word of `source`):
   request arriving during decodes waits for up to that many steps before its prefill. The
   H200 SGLang script (dsr1_fp8_h200_slurm.sh) does not set it: H200 rows keep SGLang's
   default 1. Assumption: the B300 scripts follow the B200 ones (none was found).
+  Disaggregated InferenceX rows ran other scripts: the Dynamo / srt-slurm benchmarks (srt-slurm
+  sa-bench bench.sh: --random-range-ratio 0.8, 10 x C prompts after a drained 2 x C warm-up)
+  with Dynamo's worker scripts, whose SGLang prefill and decode commands pass
+  `--scheduler-recv-interval 10` at every concurrency (INFERENCEMAX_SGLANG_DISAGG_RECV_*).
 Rows of any other source keep the plain recipe (fixed lengths, engine defaults).
 """
 
@@ -75,6 +79,14 @@ INFERENCEMAX_SGLANG_RECV_GPUS = ("b200", "b300")  # B300: assumed as B200 (docst
 # otherwise (dsr1_fp8_h200.sh). Other recipes keep the preset's default.
 AIC_TRTLLM_GRAPH_MAX_BATCH = 512
 INFERENCEMAX_TRTLLM_GRAPH_MAX_BATCH = {"b200": 512, "b300": 512, "h200-sxm": 128}
+# InferenceX's disaggregated SGLang recipes (benchmarks/dsr1_fp4_gb200_dynamo-sglang_slurm.sh)
+# launch the workers with ai-dynamo/dynamo's SGLang slurm_jobs worker scripts; the GB200 FP4
+# one published with dynamo 0.7.0 passes `--scheduler-recv-interval 10` to both its prefill
+# and decode `python3 -m dynamo.sglang` commands. Assumption: the other versions and the
+# B200/GB300/B300 recipes pass the same (none was found). A DP-attention worker cannot take
+# the flag (serving/disagg_report._recv_pools).
+INFERENCEMAX_SGLANG_DISAGG_RECV_INTERVAL = 10
+INFERENCEMAX_SGLANG_DISAGG_RECV_GPUS = ("b200", "b300", "gb200", "gb300")
 
 Family = Literal["aic", "inferencemax", "other"]
 
@@ -133,8 +145,14 @@ def _aic(engine: str, prompt: int) -> Recipe:
 
 def _inferencemax_recv(engine: str, concurrency: int | None, gpu: str | None,
                        disagg: bool) -> int | None:
-    """--scheduler-recv-interval of an aggregated Blackwell SGLang recipe, else None."""
-    if engine != "sglang" or disagg or concurrency is None or gpu not in INFERENCEMAX_SGLANG_RECV_GPUS:
+    """--scheduler-recv-interval of a Blackwell SGLang recipe (aggregated: by concurrency;
+    disaggregated: INFERENCEMAX_SGLANG_DISAGG_RECV_INTERVAL at every level), else None."""
+    if engine != "sglang" or concurrency is None:
+        return None
+    if disagg:
+        return (INFERENCEMAX_SGLANG_DISAGG_RECV_INTERVAL
+                if gpu in INFERENCEMAX_SGLANG_DISAGG_RECV_GPUS else None)
+    if gpu not in INFERENCEMAX_SGLANG_RECV_GPUS:
         return None
     if concurrency >= INFERENCEMAX_SGLANG_RECV_HIGH_FROM:
         return INFERENCEMAX_SGLANG_RECV_INTERVAL_HIGH
@@ -164,11 +182,15 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
                  f"[{r:g} x L, L] (--random-range-ratio {r:g}), 2 x C warm-up drained; engine "
                  "flags not in the file: preset defaults"]
         recv = _inferencemax_recv(engine, concurrency, gpu, disagg)
-        graphs = _inferencemax_graphs(engine, gpu, prompt, output)
+        graphs = None if disagg else _inferencemax_graphs(engine, gpu, prompt, output)
         if graphs is not None:
             notes.append(f"engine: CUDA graphs for decode batches up to {graphs} (InferenceX "
                          f"{engine} script for {gpu})")
-        if recv is not None:
+        if recv is not None and disagg:
+            notes.append(f"engine: SGLang --scheduler-recv-interval {recv} on the workers "
+                         "without attention DP (InferenceX dynamo-sglang recipes: dynamo's "
+                         "slurm_jobs worker scripts)")
+        elif recv is not None:
             notes.append(f"engine: SGLang --scheduler-recv-interval {recv} (InferenceMAX "
                          f"Blackwell SGLang scripts: 10 below C=16, 30 from it)")
         return Recipe(family="inferencemax", range_ratio=r, recv_interval_steps=recv,
