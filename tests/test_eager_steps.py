@@ -106,3 +106,43 @@ def test_serve_with_a_query_refuses_lengths_it_would_ignore():
     q = api.make_query(model="llama-3.1-8b", gpu="h100-sxm")
     with pytest.raises(PerfModelError, match="lengths"):
         api.serve(q, concurrencies=[1], prompt_tokens=2048)
+
+
+# --------------------------------------------------------------------------- decode batches
+# above the largest captured graph (SGLang server_args.py cuda_graph_max_bs: H200 256 at
+# tp < 4, 512 at tp >= 4, B200 512; TRT-LLM DecodeCudaGraphConfig default 128; vLLM 512)
+
+
+def test_sglang_graph_sizes_follow_its_server_args():
+    from perfmodel.core.hardware import load_gpu
+    e = ENGINES["sglang"]
+    assert e.graph_max_batch(load_gpu("h200-sxm").memory_bytes, 1) == 256
+    assert e.graph_max_batch(load_gpu("h200-sxm").memory_bytes, 8) == 512
+    assert e.graph_max_batch(load_gpu("h100-sxm").memory_bytes, 2) == 256
+    assert e.graph_max_batch(load_gpu("b200").memory_bytes, 1) == 512
+    assert e.graph_max_batch(load_gpu("a100-sxm-40gb").memory_bytes, 1) == 32
+    assert ENGINES["trtllm"].graph_max_batch(load_gpu("b200").memory_bytes, 8) == 128
+    assert ENGINES["vllm"].graph_max_batch(load_gpu("h100-sxm").memory_bytes, 1) == 512
+
+
+def test_a_decode_batch_past_the_graphs_pays_the_eager_issue():
+    sc, _, _ = resolve("llama-3.1-8b", "h200-sxm", weights="fp8", kv="fp8", engine="sglang")
+    B = np.array([256.0, 257.0])
+    est = step_time(sc.model, sc.hw, sc.precision, sc.engine, sc.eff, B, 1.0, 1000.0,
+                    dep=sc.dep, attention=sc.attention)
+    kernels = float(np.max(est.kernels))
+    issue = np.asarray(est.cpu_s) - np.asarray(est.host_s) - sc.engine.cpu_overhead_per_step_s
+    assert issue[0] == pytest.approx(sc.engine.graph_launch_s)          # 256: one replay
+    assert issue[1] == pytest.approx(kernels * 40e-6)                   # 257: ~391 x 40 us
+    t = np.asarray(est.time_s)
+    assert t[1] - t[0] > 0.5 * kernels * 40e-6      # host-bound: most of 15.6 ms is exposed
+
+
+def test_the_decode_fast_path_sees_the_same_graph_limit():
+    sc, _, _ = resolve("llama-3.1-8b", "h200-sxm", weights="fp8", kv="fp8", engine="sglang")
+    cost = stepcost.build(sc, max_rows=1024, max_seqs=512, max_chunk=1024, max_context=2048)
+    for d in (200, 256, 257, 400):
+        run = cost.decode_run_s(d, 1000.0, 3)
+        each = [cost.step_s(d, d * (1000.0 + j)) for j in range(3)]
+        assert run == pytest.approx(each, rel=1e-9)
+    assert cost.step_s(257, 257e3) - cost.step_s(256, 256e3) > 5e-3

@@ -116,7 +116,9 @@ def test_presets_poll_every_iteration():
 def test_inferencemax_recipes_set_the_interval(engine, conc, gpu, disagg, want):
     r = recipe_for(IMAX, engine, 1024, concurrency=conc, gpu=gpu, disagg=disagg)
     assert r.recv_interval_steps == want
-    assert (want is None) == (r.key() == recipe_for(IMAX, "vllm", 1024).key())
+    # the recv interval is the only scheduler flag that differs (key()[3] is the CUDA-graph
+    # decode size some scripts set: test_serving_recipe.py)
+    assert (want is None) == (r.key()[:3] == recipe_for(IMAX, "vllm", 1024).key()[:3])
 
 
 def test_aic_rows_keep_the_default():

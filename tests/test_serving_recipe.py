@@ -140,3 +140,19 @@ def test_the_sim_predictor_replays_the_recipe_as_api_serve_would():
                     range_ratio=0.8)
     assert got.ttft_s == pytest.approx(rep.points[0].ttft_mean_s)
     assert math.isfinite(got.tpot_s) and np.isfinite(got.ttft_s)
+
+
+def test_recipes_set_the_captured_decode_batch_their_scripts_give():
+    # AIConfigurator trtllm.rule: cuda_graph_batch_sizes up to 512; InferenceX: B200 TRT-LLM
+    # cuda_graph_config max_batch_size 512, H200 128; H200 SGLang --cuda-graph-max-bs 512 at
+    # 1k/1k, 256 otherwise
+    db = "db-dump/2026-04-27 measured 2025-11-02"
+    assert recipe_for("aic gap analysis", "trtllm", 1024).decode_graph_max_batch == 512
+    assert recipe_for("aic gap analysis", "vllm", 1024).decode_graph_max_batch is None
+    assert recipe_for(db, "trtllm", 1024, gpu="b200", output=1024).decode_graph_max_batch == 512
+    assert recipe_for(db, "trtllm", 1024, gpu="h200-sxm", output=1024).decode_graph_max_batch == 128
+    assert recipe_for(db, "sglang", 1024, gpu="h200-sxm", output=1024).decode_graph_max_batch == 512
+    assert recipe_for(db, "sglang", 8192, gpu="h200-sxm", output=1024).decode_graph_max_batch == 256
+    assert recipe_for(db, "sglang", 1024, gpu="b200", output=1024).decode_graph_max_batch is None
+    r = recipe_for(db, "trtllm", 1024, gpu="b200", output=1024)
+    assert any("CUDA graphs for decode batches up to 512" in n for n in r.notes)

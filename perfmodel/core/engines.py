@@ -82,6 +82,16 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 EAGER_LAUNCH_S = 40e-6
 VLLM_GRAPH_MAX_TOKENS = 512
 VLLM_EAGER_LAUNCH_S = 14e-6
+# Decode batches above the largest captured graph run eagerly too (decode_graph_max_batch):
+# - TensorRT-LLM: DecodeCudaGraphConfig "If neither [batch_sizes nor max_batch_size] is
+#   provided, a default max_batch_size of 128 is used" (llm-api reference, 1.3);
+# - vLLM: the same max_cudagraph_capture_size, 512 (a decode row is one token);
+# - SGLang: cuda_graph_max_bs by GPU memory and TP (server_args.py, 0.5.x
+#   _handle_gpu_memory_settings): A100-40GB/L40 (< 60 GiB) 32 at tp < 4 else 160;
+#   H100/A100-80GB (< 90 GiB) and H20/H200 (< 160 GiB) 256 at tp < 4 else 512; B200/MI300 512.
+TRTLLM_DECODE_GRAPH_MAX_BATCH = 128
+SGLANG_DECODE_GRAPH_BY_GPU = ((60 * GiB, 32, 160), (160 * GiB, 256, 512))
+SGLANG_DECODE_GRAPH_MAX_BATCH = 512
 
 # Host work per running sequence per step (scheduler bookkeeping, block tables and input
 # preparation, sampled-token output processing and streaming), issue 13. vLLM V1 measured:
@@ -197,7 +207,8 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         attention="paged", batching="continuous", kv_memory_fraction=0.90, kv_block_tokens=16,
         kv_prealloc="request", quant_kernel_efficiency=0.85, fused_elementwise=True,
         source="vLLM docs (gpu_memory_utilization=0.9, block_size=16); vLLM V1 blog 2025", scheduler=VLLM_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
-        prefill_graph_max_tokens=VLLM_GRAPH_MAX_TOKENS, eager_launch_s=VLLM_EAGER_LAUNCH_S),
+        prefill_graph_max_tokens=VLLM_GRAPH_MAX_TOKENS, eager_launch_s=VLLM_EAGER_LAUNCH_S,
+        decode_graph_max_batch=VLLM_GRAPH_MAX_TOKENS),
     EngineProfile(
         id="sglang", name="SGLang (radix cache, CUDA graphs)",
         kernels_per_layer=12, launch_s=0.0, graph_launch_s=40e-6,
@@ -207,7 +218,8 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         moe_stream_fraction=SGLANG_FUSED_MOE_STREAM_FRACTION, moe_act_quant_kernels=2.0,
         source="SGLang docs (mem_fraction_static, page_size=1); SGLang v0.4 blog; fused_moe "
                "streaming: sglang PR #11730 (core/grouped_gemm.py)", scheduler=SGLANG_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
-        eager_launch_s=EAGER_LAUNCH_S),
+        eager_launch_s=EAGER_LAUNCH_S, decode_graph_max_batch=SGLANG_DECODE_GRAPH_MAX_BATCH,
+        decode_graph_max_batch_by_gpu=SGLANG_DECODE_GRAPH_BY_GPU),
     EngineProfile(
         id="trtllm", name="TensorRT-LLM (in-flight batching, paged KV)",
         kernels_per_layer=8, launch_s=0.0, graph_launch_s=30e-6,
@@ -217,7 +229,8 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         kv_prealloc="request", quant_kernel_efficiency=0.9, fused_elementwise=True,
         source="TensorRT-LLM perf-overview and kv-cache docs (fraction 0.9, tokens_per_block 64)",
         scheduler=TRTLLM_SCHEDULER, server_scheduler=TRTLLM_SERVER_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
-        eager_launch_s=EAGER_LAUNCH_S),
+        eager_launch_s=EAGER_LAUNCH_S,
+        decode_graph_max_batch=TRTLLM_DECODE_GRAPH_MAX_BATCH),
     EngineProfile(
         id="llama-cpp", name="llama.cpp server (GGUF, CUDA graphs)",
         kernels_per_layer=15, launch_s=0.0, graph_launch_s=50e-6,

@@ -197,8 +197,10 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         extra = engine.act_quant_kernels_per_layer * m.num_layers
         kernels = kernels + extra
         gpu = gpu + extra * eff.kernel_s
-    cpu = issue_s(engine, kernels, np.asarray(B, dtype=float) * np.asarray(T, dtype=float)
-                  if prefill else None)
+    rows = np.asarray(B, dtype=float) * np.asarray(T, dtype=float)
+    cpu = issue_s(engine, kernels, rows if prefill else None,
+                  decode_rows=None if prefill else np.asarray(B, dtype=float) / dep.dp,
+                  graph_max_batch=engine.graph_max_batch(hw.memory_bytes, dep.tp))
     # B running sequences; with attention DP each of the dp ranks schedules its B/dp
     # sequences in its own process (SGLang/TRT-LLM attention DP, vLLM DP engine cores)
     host = np.asarray(B, dtype=float) / dep.dp * engine.host_per_seq_s
@@ -211,14 +213,21 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                         ops=times, warnings=warnings, flops_at_peak_s=at_peak, kernels=kernels)
 
 
-def issue_s(engine: EngineProfile, kernels, prompt_rows=None):
-    """CPU time to issue one step's kernels: kernels x launch_s plus one graph replay; a step
-    with `prompt_rows` token rows (None: a decode step) above the engine's
-    prefill_graph_max_tokens runs outside its CUDA graphs, kernels x eager_launch_s."""
+def issue_s(engine: EngineProfile, kernels, prompt_rows=None, *, decode_rows=None,
+            graph_max_batch: int | None = None):
+    """CPU time to issue one step's kernels: kernels x launch_s plus one graph replay. A graph
+    engine runs a step eagerly, kernels x eager_launch_s, when it carries `prompt_rows` token
+    rows above its prefill_graph_max_tokens, or when it is a decode step of `decode_rows`
+    sequences per rank above its largest captured batch (`graph_max_batch`, None: all)."""
     graphed = kernels * engine.launch_s + engine.graph_launch_s
-    if prompt_rows is None or engine.launch_s or not engine.eager_launch_s:
+    if engine.launch_s or not engine.eager_launch_s:
         return graphed
-    eager = np.asarray(prompt_rows) > engine.prefill_graph_max_tokens
+    if prompt_rows is not None:
+        eager = np.asarray(prompt_rows) > engine.prefill_graph_max_tokens
+    elif decode_rows is not None and graph_max_batch is not None:
+        eager = np.asarray(decode_rows) > graph_max_batch
+    else:
+        return graphed
     out = np.where(eager, kernels * engine.eager_launch_s, graphed)
     return float(out) if out.ndim == 0 else out
 

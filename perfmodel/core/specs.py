@@ -238,6 +238,14 @@ class EngineProfile(Spec):
         "(piecewise) CUDA graphs only up to this many token rows; larger ones, and every one "
         "at 0, run eagerly (TRT-LLM and SGLang capture decode batches only; vLLM V1 captures "
         "piecewise graphs up to its largest capture size). Ignored by eager engines.")
+    decode_graph_max_batch: int | None = Field(
+        default=None, ge=1, description="Largest decode batch (sequences per rank) replayed "
+        "from a captured CUDA graph; larger decode steps run eagerly (kernels x "
+        "eager_launch_s). None: every decode batch is graphed.")
+    decode_graph_max_batch_by_gpu: tuple[tuple[float, int, int], ...] = Field(
+        default=(), description="(GPU memory below bytes, max batch at tp < 4, at tp >= 4) rows, "
+        "first match wins, overriding decode_graph_max_batch (SGLang sizes its graphs by GPU "
+        "memory and TP).")
     eager_launch_s: float = Field(
         default=0.0, ge=0, description="CPU time per kernel of a step the graph engine runs "
         "eagerly (Python module code, custom-op dispatch and the launch itself); 0: every "
@@ -304,6 +312,13 @@ class EngineProfile(Spec):
         "by it; core/grouped_gemm.py). 1: no measurement of the engine's default MoE kernel.")
     scheduler: SchedulerSpec = Field(
         default_factory=SchedulerSpec, description="Request scheduler limits and policy.")
+
+    def graph_max_batch(self, memory_bytes: float, tp: int) -> int | None:
+        """The largest graphed decode batch on a GPU of memory_bytes at tensor parallel tp."""
+        for below, small_tp, large_tp in self.decode_graph_max_batch_by_gpu:
+            if memory_bytes < below:
+                return small_tp if tp < 4 else large_tp
+        return self.decode_graph_max_batch
     server_scheduler: SchedulerSpec | None = Field(
         default=None, description="The scheduler of the engine's online server where its defaults "
         "differ from `scheduler` (TensorRT-LLM: trtllm-serve vs the tuned trtllm-bench limits); "

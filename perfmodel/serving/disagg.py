@@ -187,6 +187,17 @@ def _plan(sc: Scenario, conc: int | None, *, prompt: int, output: int, share: in
     return pol, reason, fits, worker_wl
 
 
+def graphs_cover(sc: Scenario) -> Scenario:
+    """A disaggregated decode worker captures CUDA graphs for the batches it is deployed to run
+    (AIConfigurator's generator sets a decode worker's cuda_graph_batch_sizes through its
+    max_batch_size + 8, rule_plugin/trtllm.rule), and its running batch never exceeds that
+    max batch: every decode step of the worker is a graph replay (core/roofline.issue_s)."""
+    if sc.engine.decode_graph_max_batch is None and not sc.engine.decode_graph_max_batch_by_gpu:
+        return sc
+    return replace(sc, engine=sc.engine.model_copy(update={
+        "decode_graph_max_batch": None, "decode_graph_max_batch_by_gpu": ()}))
+
+
 def _pool(sc: Scenario, layout: PoolLayout, conc: int | None, *, prompt: int, output: int,
           share: int, overhead: bool):
     """(pool or None, reason, fits): one level's worker with its own step-cost surface."""
@@ -224,6 +235,7 @@ def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_la
             raise PerfModelError(f"the decode worker ({_desc(dec_layout)}) cannot receive the KV "
                                  f"of one request: {dp[1]}")
         plans.append((pp, dp))
+    dec = graphs_cover(dec)
     pcost = _cost(pre, [p[3] for p, _ in plans], [p[0] for p, _ in plans])
     dcost = _cost(dec, [d[3] for _, d in plans], [d[0] for _, d in plans])
     out = []

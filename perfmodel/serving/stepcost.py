@@ -12,7 +12,8 @@ Step time = max(body + attention + head [+ stage hand-offs], CPU issue time + ho
 step's sequences) + the engine's CPU overhead per step, exactly the per-step rule of
 core/roofline.step_time (host_step_s; in series for an engine without overlap scheduling).
 The issue time is a graph replay for decode-only steps; a step with prompt chunks whose token
-rows exceed the engine's prefill_graph_max_tokens runs eagerly (core/roofline.issue_s).
+rows exceed the engine's prefill_graph_max_tokens runs eagerly, and so does a decode step
+above the engine's largest captured batch (core/roofline.issue_s).
 All pieces come from ONE batched core.roofline.step_time call on grids; a step is then
 priced by linear interpolation. For a plain decode or prefill step the split is an identity
 (tested against core.predict.step).
@@ -63,6 +64,7 @@ class StepCost:
     cpu_s: float                # CPU issue time of a graphed step (kernels x launch + graph launch)
     eager_cpu_s: float          # CPU issue time of a step run eagerly (kernels x eager launch)
     graph_max_tokens: float     # a step with prompt chunks is graphed up to this many rows
+    graph_max_batch: float | None  # a decode-only step is graphed up to this many rows (None: all)
     overhead_s: float           # engine CPU overhead per step
     pp: int
     engine: object              # EngineProfile: overlap rule of the host work (host_step_s)
@@ -101,7 +103,8 @@ class StepCost:
         if each:
             gpu += max(sum(each) / m, max(each))     # the heaviest micro-batch, as for M
         gpu += self.hop[0] * M + self.hop[1]
-        eager = chunks and d + sum(chunks) > self.graph_max_tokens
+        eager = (d + sum(chunks) > self.graph_max_tokens if chunks
+                 else self.graph_max_batch is not None and d > self.graph_max_batch)
         return host_step_s(self.engine, float(gpu), self.eager_cpu_s if eager else self.cpu_s,
                            seqs * self.host_seq_s)
 
@@ -123,7 +126,9 @@ class StepCost:
         const = (_interp1(self._rows, self._body, d / m) + _interp1(self._rows, self._head, d / m)
                  + self.attn_fixed_s + self.hop[0] * d / m + self.hop[1])
         gpu = const + np.interp(ctx, self.dec_ctx, row)
-        return host_step_s(self.engine, gpu, self.cpu_s, d * self.host_seq_s)
+        eager = self.graph_max_batch is not None and d > self.graph_max_batch
+        return host_step_s(self.engine, gpu, self.eager_cpu_s if eager else self.cpu_s,
+                           d * self.host_seq_s)
 
 
 def _cell(grid: list, x: float) -> tuple[int, float]:
@@ -160,6 +165,12 @@ def _bilinear(xg, yg, z, x, y):
     fy = (y - yg[j]) / (yg[j + 1] - yg[j])
     return ((1 - fx) * (1 - fy) * z[i, j] + fx * (1 - fy) * z[i + 1, j]
             + (1 - fx) * fy * z[i, j + 1] + fx * fy * z[i + 1, j + 1])
+
+
+def _graph_max_rows(sc: Scenario) -> float | None:
+    """The largest graphed decode step in the table's rows (d counts all dp ranks' rows)."""
+    bs = sc.engine.graph_max_batch(sc.hw.memory_bytes, sc.dep.tp)
+    return None if bs is None or not sc.engine.eager_launch_s else float(bs * sc.dep.dp)
 
 
 def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
@@ -201,10 +212,9 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
         else:
             body = body + t
     a, b = rows.size, 2 * rows.size
-    issue = np.asarray(est.cpu_s, dtype=float) - np.asarray(est.host_s, dtype=float)
-    cpu = float(np.max(issue)) - sc.engine.cpu_overhead_per_step_s
     kernels = float(np.max(est.kernels))
-    eager_cpu = issue_s(sc.engine, kernels, np.inf)     # a step above the graph size
+    cpu = float(issue_s(sc.engine, kernels))            # a graphed step (the grid's decode
+    eager_cpu = issue_s(sc.engine, kernels, np.inf)     # rows may pass the graph size)
     if sc.dep.pp > 1:
         per_row = float(p2p_s(sc.hw, sc.eff, sc.dep, 1.0, sc.model) - p2p_s(sc.hw, sc.eff, sc.dep, 0.0, sc.model))
         hop = (per_row, float(p2p_s(sc.hw, sc.eff, sc.dep, 0.0, sc.model)))
@@ -215,5 +225,6 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
         dec_attn_s=attn[b:b + D.size].reshape(D.shape), chunk=c, chunk_ctx=cctx,
         chunk_attn_s=attn[b + D.size:].reshape(C.shape), attn_fixed_s=fixed, cpu_s=cpu, eager_cpu_s=float(eager_cpu),
         graph_max_tokens=float(sc.engine.prefill_graph_max_tokens),
+        graph_max_batch=_graph_max_rows(sc),
         overhead_s=sc.engine.cpu_overhead_per_step_s, pp=sc.dep.pp, hop=hop, engine=sc.engine,
         host_seq_s=sc.engine.host_per_seq_s / sc.dep.dp)

@@ -20,7 +20,7 @@ for speed); `--write-docs` uses the simulator when present (docs_predictor).
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -121,8 +121,13 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
 def _with_recipe(sc, recipe: Recipe):
     """The scenario with the token budget the row's deployment set (serving_recipe.py)."""
     from perfmodel.serving.simulate import on_server, with_scheduler   # noqa: PLC0415
-    return with_scheduler(on_server(sc), max_num_batched_tokens=recipe.max_num_batched_tokens,
-                          recv_interval_steps=recipe.recv_interval_steps)
+    out = with_scheduler(on_server(sc), max_num_batched_tokens=recipe.max_num_batched_tokens,
+                         recv_interval_steps=recipe.recv_interval_steps)
+    if recipe.decode_graph_max_batch is None:
+        return out
+    engine = out.engine.model_copy(update={"decode_graph_max_batch": recipe.decode_graph_max_batch,
+                                           "decode_graph_max_batch_by_gpu": ()})
+    return replace(out, engine=engine)
 
 
 DISAGG_SIM_MAX_CONCURRENCY = 16384

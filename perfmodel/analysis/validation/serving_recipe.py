@@ -72,6 +72,13 @@ INFERENCEMAX_SGLANG_RECV_INTERVAL = 10
 INFERENCEMAX_SGLANG_RECV_INTERVAL_HIGH = 30
 INFERENCEMAX_SGLANG_RECV_HIGH_FROM = 16          # concurrency
 INFERENCEMAX_SGLANG_RECV_GPUS = ("b200", "b300")  # B300: assumed as B200 (docstring)
+# Largest captured decode batch the recipes set. AIConfigurator trtllm.rule:
+# cuda_graph_batch_sizes up to 512 (plus max_batch_size +- 8). InferenceX: the Blackwell
+# TRT-LLM scripts `cuda_graph_config: max_batch_size: 512` (dsr1_fp4_b200_trt.sh), the H200 one
+# 128 (dsr1_fp8_h200_trt.sh); the H200 SGLang script `--cuda-graph-max-bs 512` at 1k/1k and 256
+# otherwise (dsr1_fp8_h200.sh). Other recipes keep the preset's default.
+AIC_TRTLLM_GRAPH_MAX_BATCH = 512
+INFERENCEMAX_TRTLLM_GRAPH_MAX_BATCH = {"b200": 512, "b300": 512, "h200-sxm": 128}
 # InferenceX's disaggregated SGLang recipes (benchmarks/dsr1_fp4_gb200_dynamo-sglang_slurm.sh)
 # launch the workers with ai-dynamo/dynamo's SGLang slurm_jobs worker scripts; the GB200 FP4
 # one published with dynamo 0.7.0 passes `--scheduler-recv-interval 10` to both its prefill
@@ -97,11 +104,15 @@ class Recipe(BaseModel):
     recv_interval_steps: int | None = Field(
         default=None, ge=1, description="SGLang --scheduler-recv-interval the deployment set "
         "(None: the engine preset's default).")
+    decode_graph_max_batch: int | None = Field(
+        default=None, ge=1, description="Largest CUDA-graph decode batch the deployment "
+        "captured (None: the engine preset's default).")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
         """What changes a prediction (rows sharing it and a configuration share a call)."""
-        return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps)
+        return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps,
+                self.decode_graph_max_batch)
 
 
 def family(source: str) -> Family:
@@ -124,7 +135,11 @@ def _aic(engine: str, prompt: int) -> Recipe:
         flag = "--max-num-batched-tokens" if engine == "vllm" else "max_num_tokens"
         note = (f"engine: {flag} {budget} = max_batch_size {AIC_MAX_BATCH_SIZE} (assumed) + ISL "
                 f"+ {AIC_MARGIN_TOKENS} (AIConfigurator generator, rule_plugin/{engine}.rule)")
-        return Recipe(family="aic", max_num_batched_tokens=budget, notes=(base, note))
+        graphs = AIC_TRTLLM_GRAPH_MAX_BATCH if engine == "trtllm" else None
+        notes = (base, note) + ((f"engine: CUDA graphs for decode batches up to {graphs} "
+                                 "(trtllm.rule cuda_graph_batch_sizes)",) if graphs else ())
+        return Recipe(family="aic", max_num_batched_tokens=budget,
+                      decode_graph_max_batch=graphs, notes=notes)
     return Recipe(family="aic", notes=(base, f"engine: {engine} preset defaults"))
 
 
@@ -144,8 +159,18 @@ def _inferencemax_recv(engine: str, concurrency: int | None, gpu: str | None,
     return INFERENCEMAX_SGLANG_RECV_INTERVAL
 
 
+def _inferencemax_graphs(engine: str, gpu: str | None, prompt: int,
+                         output: int | None) -> int | None:
+    """The largest captured decode batch an InferenceX recipe sets, else None."""
+    if engine == "trtllm":
+        return INFERENCEMAX_TRTLLM_GRAPH_MAX_BATCH.get(gpu or "")
+    if engine == "sglang" and gpu == "h200-sxm":
+        return 512 if (prompt, output) == (1024, 1024) else 256
+    return None
+
+
 def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None = None,
-               gpu: str | None = None, disagg: bool = False) -> Recipe:
+               gpu: str | None = None, disagg: bool = False, output: int | None = None) -> Recipe:
     """The recipe of a row from its `source` cell, engine preset id and prompt length (and,
     for the flags that depend on them, its concurrency, GPU id and mode)."""
     fam = family(source)
@@ -157,6 +182,10 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
                  f"[{r:g} x L, L] (--random-range-ratio {r:g}), 2 x C warm-up drained; engine "
                  "flags not in the file: preset defaults"]
         recv = _inferencemax_recv(engine, concurrency, gpu, disagg)
+        graphs = None if disagg else _inferencemax_graphs(engine, gpu, prompt, output)
+        if graphs is not None:
+            notes.append(f"engine: CUDA graphs for decode batches up to {graphs} (InferenceX "
+                         f"{engine} script for {gpu})")
         if recv is not None and disagg:
             notes.append(f"engine: SGLang --scheduler-recv-interval {recv} on the workers "
                          "without attention DP (InferenceX dynamo-sglang recipes: dynamo's "
@@ -165,5 +194,5 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
             notes.append(f"engine: SGLang --scheduler-recv-interval {recv} (InferenceMAX "
                          f"Blackwell SGLang scripts: 10 below C=16, 30 from it)")
         return Recipe(family="inferencemax", range_ratio=r, recv_interval_steps=recv,
-                      notes=tuple(notes))
+                      decode_graph_max_batch=graphs, notes=tuple(notes))
     return Recipe(notes=("harness not stated: closed loop, fixed lengths, engine defaults",))
