@@ -146,3 +146,16 @@ def test_the_decode_fast_path_sees_the_same_graph_limit():
         each = [cost.step_s(d, d * (1000.0 + j)) for j in range(3)]
         assert run == pytest.approx(each, rel=1e-9)
     assert cost.step_s(257, 257e3) - cost.step_s(256, 256e3) > 5e-3
+
+
+def test_the_steady_state_curve_prices_prefill_off_the_graphs_too():
+    # serving/batching.py (the quick estimate) takes the same issue rule: its prefill at C=1 on
+    # SGLang (separate prefill steps) is predict's eager prefill step, not a graph replay
+    from perfmodel.core.predict import step
+    from perfmodel.serving.batching import curve, limits
+    sc, _, _ = resolve("qwen3-32b", "h100-sxm", weights="fp8", kv="fp8", tp=2, engine="sglang")
+    cv = curve(sc, [1.0], 256, 64, limits(sc, 256, 64))
+    eager = float(step(sc, 1, 256, 0.0, prefill=True).time_s)
+    graphed = float(step(_graphed(sc), 1, 256, 0.0, prefill=True).time_s)
+    assert eager - graphed > 5e-3                    # a 256-token prompt is host-bound
+    assert float(cv.prefill_s[0]) == pytest.approx(eager, rel=1e-9)

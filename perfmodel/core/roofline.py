@@ -120,10 +120,11 @@ def resolve_compute(hw: HardwareSpec, p: Precision, engine: EngineProfile) -> tu
 def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfile,
               eff: Efficiency, B, T, S, *, dep: Deployment | None = None,
               attention: str | None = None, all_logits: bool = False,
-              prefill: bool = False) -> StepEstimate:
+              prefill=False) -> StepEstimate:
     """Time of one forward step of B sequences x T new tokens over S cached tokens.
-    `prefill`: the step carries prompt tokens (B x T of them), which a graph engine runs
-    eagerly above engine.prefill_graph_max_tokens (issue_s)."""
+    `prefill` (a bool, or a bool mask over vectorized queries): the step carries prompt tokens
+    (B x T of them), which a graph engine runs eagerly above engine.prefill_graph_max_tokens;
+    a decode step runs eagerly above the engine's largest captured batch (issue_s)."""
     dep = dep or Deployment()
     dtype, warnings = resolve_compute(hw, p, engine)
     per_module = _module_dtypes(hw, p, engine, warnings)
@@ -197,10 +198,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         extra = engine.act_quant_kernels_per_layer * m.num_layers
         kernels = kernels + extra
         gpu = gpu + extra * eff.kernel_s
-    rows = np.asarray(B, dtype=float) * np.asarray(T, dtype=float)
-    cpu = issue_s(engine, kernels, rows if prefill else None,
-                  decode_rows=None if prefill else np.asarray(B, dtype=float) / dep.dp,
-                  graph_max_batch=engine.graph_max_batch(hw.memory_bytes, dep.tp))
+    cpu = _step_issue_s(engine, hw, dep, kernels, B, T, prefill)
     # B running sequences; with attention DP each of the dp ranks schedules its B/dp
     # sequences in its own process (SGLang/TRT-LLM attention DP, vLLM DP engine cores)
     host = np.asarray(B, dtype=float) / dep.dp * engine.host_per_seq_s
@@ -211,6 +209,18 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                         cpu_s=cpu + host + engine.cpu_overhead_per_step_s, host_s=host,
                         flops=work.flops, bytes=moved_sum, compute_dtype=dtype, bound=bound,
                         ops=times, warnings=warnings, flops_at_peak_s=at_peak, kernels=kernels)
+
+
+def _step_issue_s(engine: EngineProfile, hw: HardwareSpec, dep: Deployment, kernels, B, T,
+                  prefill):
+    """issue_s of a step_time call: `prefill` (a bool, or a mask over the queries) marks the
+    steps that carry prompt tokens (B x T rows); the others are decode steps of B/dp rows."""
+    rows = np.asarray(B, dtype=float) * np.asarray(T, dtype=float)
+    decode = issue_s(engine, kernels, decode_rows=np.asarray(B, dtype=float) / dep.dp,
+                     graph_max_batch=engine.graph_max_batch(hw.memory_bytes, dep.tp))
+    if isinstance(prefill, (bool, np.bool_)):
+        return issue_s(engine, kernels, rows) if prefill else decode
+    return np.where(np.asarray(prefill, dtype=bool), issue_s(engine, kernels, rows), decode)
 
 
 def issue_s(engine: EngineProfile, kernels, prompt_rows=None, *, decode_rows=None,

@@ -215,8 +215,10 @@ def _steps(scs: list[Scenario], queries: list[tuple]) -> list[_Steps]:
     B_all = np.concatenate(Bm)
     T_all = np.concatenate([q[1] for q in queries])
     S_all = np.concatenate([q[2] for q in queries])
+    # prefill and mixed queries carry prompt tokens (T > 1): the same issue rule as the
+    # simulator's step cost and predict's prefill (core/roofline.issue_s)
     est = step_time(sc0.model, sc0.hw, sc0.precision, sc0.engine, sc0.eff, B_all, T_all, S_all,
-                    dep=sc0.dep, attention=sc0.attention)
+                    dep=sc0.dep, attention=sc0.attention, prefill=T_all > 1.0)
     shape = B_all.shape
     time = np.broadcast_to(np.asarray(est.time_s, dtype=float), shape)
     gpu = np.broadcast_to(np.asarray(est.gpu_s, dtype=float), shape)
