@@ -63,8 +63,9 @@ class StepCost:
     attn_fixed_s: float         # per-kernel fixed time of one attention pass
     cpu_s: float                # CPU issue time of a graphed step (kernels x launch + graph launch)
     eager_cpu_s: float          # CPU issue time of a step run eagerly (kernels x eager launch)
-    graph_max_tokens: float     # a step with prompt chunks is graphed up to this many rows
-    graph_max_batch: float | None  # a decode-only step is graphed up to this many rows (None: all)
+    graphed_prompt_rows: float  # a step with prompt chunks is graphed up to this many token rows
+    graphed_decode_rows: float | None  # a decode-only step is graphed up to this many rows
+                                       # over all dp ranks (None: all)
     overhead_s: float           # engine CPU overhead per step
     pp: int
     engine: object              # EngineProfile: overlap rule of the host work (host_step_s)
@@ -103,8 +104,8 @@ class StepCost:
         if each:
             gpu += max(sum(each) / m, max(each))     # the heaviest micro-batch, as for M
         gpu += self.hop[0] * M + self.hop[1]
-        eager = (d + sum(chunks) > self.graph_max_tokens if chunks
-                 else self.graph_max_batch is not None and d > self.graph_max_batch)
+        eager = (d + sum(chunks) > self.graphed_prompt_rows if chunks
+                 else self.graphed_decode_rows is not None and d > self.graphed_decode_rows)
         return host_step_s(self.engine, float(gpu), self.eager_cpu_s if eager else self.cpu_s,
                            seqs * self.host_seq_s)
 
@@ -126,7 +127,7 @@ class StepCost:
         const = (_interp1(self._rows, self._body, d / m) + _interp1(self._rows, self._head, d / m)
                  + self.attn_fixed_s + self.hop[0] * d / m + self.hop[1])
         gpu = const + np.interp(ctx, self.dec_ctx, row)
-        eager = self.graph_max_batch is not None and d > self.graph_max_batch
+        eager = self.graphed_decode_rows is not None and d > self.graphed_decode_rows
         return host_step_s(self.engine, gpu, self.eager_cpu_s if eager else self.cpu_s,
                            d * self.host_seq_s)
 
@@ -167,7 +168,7 @@ def _bilinear(xg, yg, z, x, y):
             + (1 - fx) * fy * z[i, j + 1] + fx * fy * z[i + 1, j + 1])
 
 
-def _graph_max_rows(sc: Scenario) -> float | None:
+def _graphed_decode_rows(sc: Scenario) -> float | None:
     """The largest graphed decode step in the table's rows (d counts all dp ranks' rows)."""
     bs = sc.engine.graph_max_batch(sc.hw.memory_bytes, sc.dep.tp)
     return None if bs is None or not sc.engine.eager_launch_s else float(bs * sc.dep.dp)
@@ -224,7 +225,7 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
         rows=rows, body_s=body[:a], head_s=head[a:b], dec_rows=d, dec_ctx=dctx,
         dec_attn_s=attn[b:b + D.size].reshape(D.shape), chunk=c, chunk_ctx=cctx,
         chunk_attn_s=attn[b + D.size:].reshape(C.shape), attn_fixed_s=fixed, cpu_s=cpu, eager_cpu_s=float(eager_cpu),
-        graph_max_tokens=float(sc.engine.prefill_graph_max_tokens),
-        graph_max_batch=_graph_max_rows(sc),
+        graphed_prompt_rows=float(sc.engine.prefill_graph_max_tokens),
+        graphed_decode_rows=_graphed_decode_rows(sc),
         overhead_s=sc.engine.cpu_overhead_per_step_s, pp=sc.dep.pp, hop=hop, engine=sc.engine,
         host_seq_s=sc.engine.host_per_seq_s / sc.dep.dp)
