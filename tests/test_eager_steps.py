@@ -60,18 +60,26 @@ def test_eager_engines_are_unchanged():
         assert issue_s(e, 500.0, 4096.0) == pytest.approx(500.0 * e.launch_s + e.graph_launch_s)
 
 
-def test_a_small_moe_prefill_is_host_bound_a_long_one_is_not():
+def test_an_eager_moe_prefill_pays_gpu_plus_issue_at_any_length():
+    # SGLang and TRT-LLM run the issue in series with the GPU work (eager_issue_overlap False,
+    # engines.py): a short prompt and a long one both pay GPU + kernels x eager_launch_s
     sc, _, _ = resolve("deepseek-v3", "b200", weights="fp4", kv="fp8", tp=8, engine="trtllm")
+    assert not sc.engine.eager_issue_overlap
     args = (sc.model, sc.hw, sc.precision, sc.engine, sc.eff, np.array([1.0, 1.0]),
             np.array([256.0, 32768.0]), np.array([0.0, 0.0]))
     est = step_time(*args, dep=sc.dep, attention=sc.attention, prefill=True)
-    issue = float(np.max(est.kernels)) * 40e-6
+    issue = float(np.max(est.kernels)) * sc.engine.eager_launch_s
     gpu = np.asarray(est.gpu_s)
-    assert gpu[0] < issue < gpu[1]          # 256 tokens: the CPU sets the pace; 32K: the GPU
+    assert gpu[0] < issue < gpu[1]          # 256 tokens: more issue than GPU work; 32K: less
     t = np.asarray(est.time_s)
+    assert t == pytest.approx(gpu + issue + sc.engine.cpu_overhead_per_step_s, rel=1e-6)
+    # an engine that overlaps the two (vLLM's compiled path) pays the larger one only
+    overlap = sc.engine.model_copy(update={"eager_issue_overlap": True})
+    est = step_time(*args[:3], overlap, *args[4:], dep=sc.dep, attention=sc.attention,
+                    prefill=True)
     host = sc.engine.host_per_seq_s                 # one sequence's host work
-    assert t[0] == pytest.approx(issue + host + sc.engine.cpu_overhead_per_step_s, rel=1e-6)
-    assert t[1] == pytest.approx(gpu[1] + sc.engine.cpu_overhead_per_step_s, rel=1e-6)
+    assert np.asarray(est.time_s) == pytest.approx(
+        np.maximum(gpu, issue + host) + sc.engine.cpu_overhead_per_step_s, rel=1e-6)
 
 
 SC, _, _ = resolve("qwen3-32b", "h100-sxm", weights="fp8", kv="fp8", tp=2, engine="trtllm")
@@ -96,9 +104,9 @@ def test_the_simulator_prices_a_lone_prefill_as_predict_does():
                        engine="trtllm", prompt_tokens=1024, output_tokens=32)
     rep = api.serve(q, concurrencies=[1])
     sc = api.resolve(q)[0]
-    want = _ttft(sc)      # 5 ms request overhead + max(31 ms GPU, 20.8 ms issue) + 0.25 ms
+    want = _ttft(sc)      # 5 ms request overhead + 31 ms GPU + 13.5 ms issue + 0.25 ms
     assert rep.points[0].ttft_p50_s == pytest.approx(want, rel=0.02)
-    # a 256-token prompt is host-bound: 519 kernels x 40 us = 20.8 ms > its GPU time
+    # a 256-token prompt pays its 519 kernels x 26 us = 13.5 ms of issue too
     assert _ttft(sc, 256) - _ttft(_graphed(sc), 256) > 5e-3
 
 
@@ -133,9 +141,10 @@ def test_a_decode_batch_past_the_graphs_pays_the_eager_issue():
     kernels = float(np.max(est.kernels))
     issue = np.asarray(est.cpu_s) - np.asarray(est.host_s) - sc.engine.cpu_overhead_per_step_s
     assert issue[0] == pytest.approx(sc.engine.graph_launch_s)          # 256: one replay
-    assert issue[1] == pytest.approx(kernels * 40e-6)                   # 257: ~391 x 40 us
+    eager = kernels * sc.engine.eager_launch_s
+    assert issue[1] == pytest.approx(eager)                             # 257: ~391 x 26 us
     t = np.asarray(est.time_s)
-    assert t[1] - t[0] > 0.5 * kernels * 40e-6      # host-bound: most of 15.6 ms is exposed
+    assert t[1] - t[0] > 0.9 * eager                # in series: the whole 10 ms is exposed
 
 
 def test_the_decode_fast_path_sees_the_same_graph_limit():

@@ -58,8 +58,8 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
                      dequant_overlap=False)
 
 # Steps that carry prompt tokens run outside the CUDA graphs of the serving engines, so their
-# kernels are issued one by one from Python (issue time = kernels x eager_launch_s, which the
-# GPU hides only when the step's GPU work is longer; core/roofline.issue_s):
+# kernels are issued one by one from Python (issue time = kernels x eager_launch_s;
+# core/roofline.issue_s):
 # - TensorRT-LLM (PyTorch backend): its CUDA graphs are for generation-only batches
 #   (llm-api DecodeCudaGraphConfig, "CUDA graph configuration for decode requests"; docs
 #   torch_compile_and_piecewise_cuda_graph.md: "the generation-only CUDA Graph only handles
@@ -71,15 +71,29 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 # - vLLM V1: piecewise graphs up to max_cudagraph_capture_size = min(2 x max_num_seqs, 512)
 #   tokens (vllm/config/vllm.py _set_cudagraph_sizes); larger steps run the compiled model
 #   without graphs.
+# SGLang and TensorRT-LLM pay that issue time in series with the step's GPU work
+# (eager_issue_overlap=False: step = GPU + issue, not max(GPU, issue)). Measured: their TTFT
+# at low concurrency rises with the prompt by the GPU time while a host term of the same size
+# stays on top, which a max() cannot do (a host term large enough to explain the short prompt
+# would hide the long one's GPU time):
+# - SGLang DeepSeek-R1-0528, 16 x H100, concurrency 1 (tenstorrent/tt-inference-server#356):
+#   TTFT 180 ms at 128 prompt tokens, 200 ms at 4096, 264 ms at 8192;
+# - InferenceX rows of data/serving (C=4): TRT-LLM 1.2.0rc6 DeepSeek-R1 NVFP4 on 4 x B200,
+#   1k -> 8k prompt: 156-162 -> 249 ms, while this model's GPU prefill goes 27 -> 139 ms
+#   (excess 130 -> 110 ms); SGLang 0.5.9 DeepSeek-R1 NVFP4 8 x B200 tp8 ep8: 189 -> 246 ms
+#   against 23 -> 91 ms of GPU (excess 166 -> 155 ms).
+# Not identified: the host-device synchronization that keeps the CPU from running ahead
+# (candidates read: SGLang fused_moe_triton fused_experts_impl has none; DeepEP normal-mode
+# dispatch waits for its counts on the CPU, but most rows run without DeepEP). vLLM's
+# compiled eager path keeps the max() (its low-concurrency MoE rows show no such floor).
 # EAGER_LAUNCH_S from SGLang PR #13094 (Llama-3.1-8B FP8, TP8, 1024-token prompts, C=1,
-# sglang.bench_serving mean TTFT): eager 29.97 ms vs piecewise graphs 19.66 ms. The exposed
-# difference, 10.3 ms, is issue time minus the step's GPU time (~6 ms for that prefill here,
-# H100/H200 class), over the 391 kernels this model counts for that step: ~42 us per kernel;
-# 40 us taken. TensorRT-LLM: no A/B measurement found, assumed the same (both issue PyTorch
-# modules with custom ops). vLLM's compiled path above the capture size: the plain-PyTorch
-# launch cost measured on our H200 host (torch-eager launch_s, 14 us), an upper value for
-# inductor's generated wrapper code.
-EAGER_LAUNCH_S = 40e-6
+# sglang.bench_serving mean TTFT): eager 29.97 ms vs piecewise graphs 19.66 ms. In series, the
+# difference, 10.3 ms, is the issue time itself, over the 391 kernels this model counts for
+# that step: 26 us per kernel. TensorRT-LLM: no A/B measurement found, assumed the same (both
+# issue PyTorch modules with custom ops). vLLM's compiled path above the capture size: the
+# plain-PyTorch launch cost measured on our H200 host (torch-eager launch_s, 14 us), an upper
+# value for inductor's generated wrapper code.
+EAGER_LAUNCH_S = 26e-6
 VLLM_GRAPH_MAX_TOKENS = 512
 VLLM_EAGER_LAUNCH_S = 14e-6
 # Decode batches above the largest captured graph run eagerly too (decode_graph_max_batch):
@@ -218,7 +232,8 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         moe_stream_fraction=SGLANG_FUSED_MOE_STREAM_FRACTION, moe_act_quant_kernels=2.0,
         source="SGLang docs (mem_fraction_static, page_size=1); SGLang v0.4 blog; fused_moe "
                "streaming: sglang PR #11730 (core/grouped_gemm.py)", scheduler=SGLANG_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
-        eager_launch_s=EAGER_LAUNCH_S, decode_graph_max_batch=SGLANG_DECODE_GRAPH_MAX_BATCH,
+        eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False,
+        decode_graph_max_batch=SGLANG_DECODE_GRAPH_MAX_BATCH,
         decode_graph_max_batch_by_gpu=SGLANG_DECODE_GRAPH_BY_GPU),
     EngineProfile(
         id="trtllm", name="TensorRT-LLM (in-flight batching, paged KV)",
@@ -229,7 +244,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         kv_prealloc="request", quant_kernel_efficiency=0.9, fused_elementwise=True,
         source="TensorRT-LLM perf-overview and kv-cache docs (fraction 0.9, tokens_per_block 64)",
         scheduler=TRTLLM_SCHEDULER, server_scheduler=TRTLLM_SERVER_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
-        eager_launch_s=EAGER_LAUNCH_S,
+        eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False,
         decode_graph_max_batch=TRTLLM_DECODE_GRAPH_MAX_BATCH),
     EngineProfile(
         id="llama-cpp", name="llama.cpp server (GGUF, CUDA graphs)",

@@ -6,7 +6,9 @@ Per step: the GPU works through the ops while the CPU issues their kernels and d
 per-sequence work (host = B * host_per_seq_s); the slower of the two sets the pace, then the
 engine's per-step CPU overhead is added (host_step_s):
     step = max(sum(t_op) + t_comm, kernels * launch_s + graph_launch_s + host) + cpu_overhead
-(an engine without overlap scheduling adds host after the max instead).
+(an engine without overlap scheduling adds host after the max instead; a step that an
+engine without eager_issue_overlap runs outside its CUDA graphs adds its issue time to the
+GPU time instead of hiding it: step = max(gpu + issue, host) + cpu_overhead).
 Everything broadcasts over numpy arrays of B, T, S.
 
 A matmul runs on the faster of two kernel paths (_gemm_compute_s):
@@ -82,6 +84,9 @@ class StepEstimate:
     """Per-sequence host work of the step (included in cpu_s): sequences x host_per_seq_s."""
     kernels: FloatArray = 0.0
     """GPU kernels the step launches (the engine's count for the model's layers)."""
+    eager: FloatArray = False
+    """Whether the step runs outside the engine's CUDA graphs (bool, or a mask over the
+    queries): its kernels are issued one by one (issue_s, host_step_s)."""
 
 
 def resolve_compute(hw: HardwareSpec, p: Precision, engine: EngineProfile) -> tuple[str, list[str]]:
@@ -198,29 +203,55 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         extra = engine.act_quant_kernels_per_layer * m.num_layers
         kernels = kernels + extra
         gpu = gpu + extra * eff.kernel_s
-    cpu = _step_issue_s(engine, hw, dep, kernels, B, T, prefill)
+    cpu, eager = _step_issue_s(engine, hw, dep, kernels, B, T, prefill)
     # B running sequences; with attention DP each of the dp ranks schedules its B/dp
     # sequences in its own process (SGLang/TRT-LLM attention DP, vLLM DP engine cores)
     host = np.asarray(B, dtype=float) / dep.dp * engine.host_per_seq_s
-    step = host_step_s(engine, gpu, cpu, host)
+    step = host_step_s(engine, gpu, cpu, host, eager=eager)
     work = total(op_list)
     bound = _bound(compute_sum, memory_sum, comm_sum, cpu + host, gpu)
     return StepEstimate(time_s=step, gpu_s=gpu,
                         cpu_s=cpu + host + engine.cpu_overhead_per_step_s, host_s=host,
                         flops=work.flops, bytes=moved_sum, compute_dtype=dtype, bound=bound,
-                        ops=times, warnings=warnings, flops_at_peak_s=at_peak, kernels=kernels)
+                        ops=times, warnings=warnings, flops_at_peak_s=at_peak, kernels=kernels,
+                        eager=eager)
 
 
 def _step_issue_s(engine: EngineProfile, hw: HardwareSpec, dep: Deployment, kernels, B, T,
                   prefill):
-    """issue_s of a step_time call: `prefill` (a bool, or a mask over the queries) marks the
-    steps that carry prompt tokens (B x T rows); the others are decode steps of B/dp rows."""
+    """(issue_s, eager mask) of a step_time call: `prefill` (a bool, or a mask over the
+    queries) marks the steps that carry prompt tokens (B x T rows); the others are decode
+    steps of B/dp rows."""
     rows = np.asarray(B, dtype=float) * np.asarray(T, dtype=float)
-    decode = issue_s(engine, kernels, decode_rows=np.asarray(B, dtype=float) / dep.dp,
-                     graph_max_batch=engine.graph_max_batch(hw.memory_bytes, dep.tp))
+    graphs = engine.graph_max_batch(hw.memory_bytes, dep.tp)
+    dec_rows = np.asarray(B, dtype=float) / dep.dp
+    decode = issue_s(engine, kernels, decode_rows=dec_rows, graph_max_batch=graphs)
+    dec_eager = eager_step(engine, decode_rows=dec_rows, graph_max_batch=graphs)
     if isinstance(prefill, (bool, np.bool_)):
-        return issue_s(engine, kernels, rows) if prefill else decode
-    return np.where(np.asarray(prefill, dtype=bool), issue_s(engine, kernels, rows), decode)
+        if prefill:
+            return issue_s(engine, kernels, rows), eager_step(engine, rows)
+        return decode, dec_eager
+    mask = np.asarray(prefill, dtype=bool)
+    return (np.where(mask, issue_s(engine, kernels, rows), decode),
+            np.where(mask, eager_step(engine, rows), dec_eager))
+
+
+def eager_step(engine: EngineProfile, prompt_rows=None, *, decode_rows=None,
+               graph_max_batch: int | None = None):
+    """Whether a graph engine runs the step eagerly (bool, or a mask): a step carrying
+    `prompt_rows` token rows above its prefill_graph_max_tokens, or a decode step of
+    `decode_rows` sequences per rank above its largest captured batch (`graph_max_batch`,
+    None: all are captured). Engines without graphs for these steps (eager_launch_s 0) and
+    eager engines (launch_s > 0, priced per kernel anyway) answer False."""
+    if not _graph_engine(engine):
+        return False
+    if prompt_rows is not None:
+        out = np.asarray(prompt_rows) > engine.prefill_graph_max_tokens
+    elif decode_rows is not None and graph_max_batch is not None:
+        out = np.asarray(decode_rows) > graph_max_batch
+    else:
+        return False
+    return bool(out) if out.ndim == 0 else out
 
 
 def issue_s(engine: EngineProfile, kernels, prompt_rows=None, *, decode_rows=None,
@@ -230,30 +261,39 @@ def issue_s(engine: EngineProfile, kernels, prompt_rows=None, *, decode_rows=Non
     rows above its prefill_graph_max_tokens, or when it is a decode step of `decode_rows`
     sequences per rank above its largest captured batch (`graph_max_batch`, None: all)."""
     graphed = kernels * engine.launch_s + engine.graph_launch_s
-    if engine.launch_s or not engine.eager_launch_s:
-        return graphed
-    if prompt_rows is not None:
-        eager = np.asarray(prompt_rows) > engine.prefill_graph_max_tokens
-    elif decode_rows is not None and graph_max_batch is not None:
-        eager = np.asarray(decode_rows) > graph_max_batch
-    else:
+    eager = eager_step(engine, prompt_rows, decode_rows=decode_rows,
+                       graph_max_batch=graph_max_batch)
+    if eager is False:
         return graphed
     out = np.where(eager, kernels * engine.eager_launch_s, graphed)
     return float(out) if out.ndim == 0 else out
 
 
-def host_step_s(engine: EngineProfile, gpu, issue, host):
+def host_step_s(engine: EngineProfile, gpu, issue, host, *, eager=False):
     """Step time from the GPU work, the kernel issue time and the per-sequence host work
     (`host` = running sequences x engine.host_per_seq_s): an engine that prepares step n+1
     and processes step n-1's tokens while the GPU runs step n (host_overlap) pays
     max(GPU, issue + host); one that does it between steps pays max(GPU, issue) + host.
-    The engine's fixed per-step overhead is added in both cases. Python floats take the
-    builtin max (the serving simulator prices every step through here)."""
+    An `eager` step (bool, or a mask) of an engine without eager_issue_overlap pays its issue
+    time in series with the GPU work, which then stands for GPU + issue (engines.py:
+    SGLang and TensorRT-LLM prompt steps). The engine's fixed per-step overhead is added in
+    every case. Python floats take the builtin max (the serving simulator prices every step
+    through here)."""
+    if eager is not False and not engine.eager_issue_overlap and _graph_engine(engine):
+        if type(eager) is bool:
+            gpu, issue = gpu + issue, 0.0 * issue
+        else:
+            gpu, issue = gpu + np.where(eager, issue, 0.0), np.where(eager, 0.0, issue)
     scalar = type(gpu) is float and type(issue) is float and type(host) is float
     big = max if scalar else np.maximum
     if engine.host_overlap:
         return big(gpu, issue + host) + engine.cpu_overhead_per_step_s
     return big(gpu, issue) + host + engine.cpu_overhead_per_step_s
+
+
+def _graph_engine(engine: EngineProfile) -> bool:
+    """An engine that replays CUDA graphs and runs some steps eagerly (eager_step)."""
+    return bool(engine.eager_launch_s) and not engine.launch_s
 
 
 def _module_dtypes(hw: HardwareSpec, p: Precision, engine: EngineProfile,

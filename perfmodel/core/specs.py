@@ -250,6 +250,10 @@ class EngineProfile(Spec):
         default=0.0, ge=0, description="CPU time per kernel of a step the graph engine runs "
         "eagerly (Python module code, custom-op dispatch and the launch itself); 0: every "
         "step is priced as a graph replay.")
+    eager_issue_overlap: bool = Field(
+        default=True, description="The GPU runs an eagerly issued step's kernels while the CPU "
+        "issues the later ones, so the step costs max(GPU, issue); False: the two run in "
+        "series, GPU + issue (SGLang and TensorRT-LLM prompt steps, engines.py).")
     cpu_overhead_per_step_s: float = Field(
         ge=0, description="Scheduler/sampling/Python time per decode step not hidden behind the GPU.")
     per_request_overhead_s: float = Field(

@@ -198,6 +198,7 @@ class _Steps:
     cpu_s: np.ndarray
     attn_s: np.ndarray
     host_s: np.ndarray       # per-sequence host work (part of cpu_s)
+    eager: np.ndarray        # the step runs outside the engine's CUDA graphs (roofline.issue_s)
 
 
 def _steps(scs: list[Scenario], queries: list[tuple]) -> list[_Steps]:
@@ -224,6 +225,7 @@ def _steps(scs: list[Scenario], queries: list[tuple]) -> list[_Steps]:
     gpu = np.broadcast_to(np.asarray(est.gpu_s, dtype=float), shape)
     cpu = np.broadcast_to(np.asarray(est.cpu_s, dtype=float), shape)
     host = np.broadcast_to(np.asarray(est.host_s, dtype=float), shape)
+    eager = np.broadcast_to(np.asarray(est.eager, dtype=bool), shape)
     attn = np.zeros(shape)
     for op in est.ops:
         if op.kind == "attention":
@@ -233,7 +235,7 @@ def _steps(scs: list[Scenario], queries: list[tuple]) -> list[_Steps]:
         sl = slice(start, start + n)
         start += n
         hop = p2p_s(sc.hw, sc.eff, sc.dep, bm * T, sc.model) if sc.dep.pp > 1 else 0.0
-        out.append(_Steps(time[sl] + hop, gpu[sl] + hop, cpu[sl], attn[sl], host[sl]))
+        out.append(_Steps(time[sl] + hop, gpu[sl] + hop, cpu[sl], attn[sl], host[sl], eager[sl]))
     return out
 
 
@@ -324,7 +326,7 @@ def _assemble(sc: Scenario, C, P, O, lim: Limits, st: _Steps, Pm, Om, weights) -
                          + a[n:2 * n])                           # the g prompts' attention
             host = st.host_s[2 * n:3 * n]
             mixed = host_step_s(sc.engine, mixed_gpu, st.cpu_s[2 * n:3 * n] - cpu_overhead - host,
-                                host)
+                                host, eager=st.eager[2 * n:3 * n])
             tpot = (1.0 - k / g) * dec + (k / g) * mixed
             chunks = np.ceil(P / lim.token_budget) if lim.token_budget else 1.0
             prefill = chunks * dec + t[-1]
