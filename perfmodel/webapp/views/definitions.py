@@ -32,6 +32,7 @@ def engines_table() -> dict[str, list]:
         "graph replay (us / step)": [e.graph_launch_s / US for e in rows],
         "prompt steps in graphs up to (tokens)": [e.prefill_graph_max_tokens for e in rows],
         "eager prompt-step launch (us / kernel)": [e.eager_launch_s / US for e in rows],
+        "eager issue hidden by the GPU": [e.eager_issue_overlap for e in rows],
         "decode graphs up to (sequences)": [e.decode_graph_max_batch for e in rows],
         "CPU overhead (ms / step)": [e.cpu_overhead_per_step_s / MS for e in rows],
         "per request (ms)": [e.per_request_overhead_s / MS for e in rows],
