@@ -38,7 +38,7 @@ def test_stacked_pipeline_steps_equal_predict_step():
     cv = curve(sc, [1.0, 8.0], 512, 128, lim)
     dec = step(sc, np.array([1.0, 8.0]), 1.0, 512 + 64.0)
     sep = curve(sc, [1.0, 8.0], 512, 128, replace(lim, mixed=False))
-    pre_g = step(sc, np.array([1.0, 1.0]), 512.0, 0.0)
+    pre_g = step(sc, np.array([1.0, 1.0]), 512.0, 0.0, prefill=True)   # a prompt step (eager)
     # separate prefill steps: TPOT = decode(C) + (k/g) prefill(g); here g = 1, k = C/127
     expected = dec.time_s + np.array([1.0, 8.0]) / 127.0 * pre_g.time_s
     assert np.allclose(sep.tpot_s, expected, rtol=1e-12)
