@@ -140,7 +140,8 @@ def test_models_missing_from_the_catalog_are_unmapped(text):
 
 
 @pytest.mark.parametrize("text, want", [
-    ("TensorRT-LLM v0.5 (static batching)", "trtllm"),
+    ("TensorRT-LLM v0.5 (static batching)", "trtllm-trt"),
+    ("TensorRT-LLM (PyTorch backend)", "trtllm"),
     ("gpt-fast (PyTorch, torch.compile)", "torch-compile"),
     ("vLLM (Oct 2023)", "vllm"),
     ("HF transformers (default)", "hf-eager"),

@@ -256,6 +256,15 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         source="llama.cpp server README (n_ctx shared by the slots); CUDA graphs PR #6766",
         scheduler=LLAMA_CPP_SCHEDULER, **_COMMON),
 ]}
+# TensorRT-LLM before its PyTorch backend (0.x): a TensorRT engine built ahead of time, run by
+# the C++ in-flight batching runtime for context and generation steps alike, so no step is
+# issued kernel by kernel from Python (the PyTorch backend is "available in version 0.17 and
+# later", docs torch.md, and the default from 1.0; the `trtllm` preset above models it).
+ENGINES["trtllm-trt"] = ENGINES["trtllm"].model_copy(update=dict(
+    id="trtllm-trt", name="TensorRT-LLM TensorRT-engine backend (0.x, C++ runtime)",
+    eager_launch_s=0.0, eager_issue_overlap=True, decode_graph_max_batch=None,
+    source="TensorRT-LLM perf-overview and kv-cache docs; TensorRT engine backend (docs torch.md: "
+           "the PyTorch backend arrived in 0.17)"))
 
 
 # How far a preset's datasheet-only step time (default efficiencies) may miss the project's

@@ -74,6 +74,7 @@ _PACKAGE_PART = re.compile(r"\b(gcd|single die|one die)\b")
 
 # framework text (lowercase, regex at the start or anywhere) -> engine preset
 FRAMEWORK_ENGINES: tuple[tuple[str, str], ...] = (
+    (r"(tensorrt-llm|trt-?llm) v0\.", "trtllm-trt"),   # TensorRT engine backend, before 1.0
     (r"tensorrt-llm|trt-?llm", "trtllm"),
     (r"gpt-fast", "torch-compile"),
     (r"^vllm", "vllm"),
