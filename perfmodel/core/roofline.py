@@ -84,7 +84,7 @@ class StepEstimate:
     """Per-sequence host work of the step (included in cpu_s): sequences x host_per_seq_s."""
     kernels: FloatArray = 0.0
     """GPU kernels the step launches (the engine's count for the model's layers)."""
-    eager: FloatArray = False
+    eager: bool | np.ndarray = False
     """Whether the step runs outside the engine's CUDA graphs (bool, or a mask over the
     queries): its kernels are issued one by one (issue_s, host_step_s)."""
 
