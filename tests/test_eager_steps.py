@@ -144,7 +144,11 @@ def test_a_decode_batch_past_the_graphs_pays_the_eager_issue():
     eager = kernels * sc.engine.eager_launch_s
     assert issue[1] == pytest.approx(eager)                             # 257: ~391 x 26 us
     t = np.asarray(est.time_s)
-    assert t[1] - t[0] > 0.9 * eager                # in series: the whole 10 ms is exposed
+    assert t[1] - t[0] > 0.5 * eager                # host-bound: most of the 10 ms is exposed
+    gpu = np.asarray(est.gpu_s)
+    # an eager decode step keeps the max (the series rule is measured on prompt steps only)
+    host = 257 * sc.engine.host_per_seq_s
+    assert t[1] == pytest.approx(max(gpu[1], eager + host) + sc.engine.cpu_overhead_per_step_s)
 
 
 def test_the_decode_fast_path_sees_the_same_graph_limit():

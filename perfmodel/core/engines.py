@@ -71,8 +71,9 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 # - vLLM V1: piecewise graphs up to max_cudagraph_capture_size = min(2 x max_num_seqs, 512)
 #   tokens (vllm/config/vllm.py _set_cudagraph_sizes); larger steps run the compiled model
 #   without graphs.
-# SGLang and TensorRT-LLM pay that issue time in series with the step's GPU work
-# (eager_issue_overlap=False: step = GPU + issue, not max(GPU, issue)). Measured: their TTFT
+# SGLang and TensorRT-LLM pay a prompt step's issue time in series with its GPU work
+# (eager_issue_overlap=False: step = GPU + issue, not max(GPU, issue); eager decode batches,
+# for which no such measurement was found, keep the max). Measured: their TTFT
 # at low concurrency rises with the prompt by the GPU time while a host term of the same size
 # stays on top, which a max() cannot do (a host term large enough to explain the short prompt
 # would hide the long one's GPU time):

@@ -6,8 +6,8 @@ Per step: the GPU works through the ops while the CPU issues their kernels and d
 per-sequence work (host = B * host_per_seq_s); the slower of the two sets the pace, then the
 engine's per-step CPU overhead is added (host_step_s):
     step = max(sum(t_op) + t_comm, kernels * launch_s + graph_launch_s + host) + cpu_overhead
-(an engine without overlap scheduling adds host after the max instead; a step that an
-engine without eager_issue_overlap runs outside its CUDA graphs adds its issue time to the
+(an engine without overlap scheduling adds host after the max instead; a prompt step that
+an engine without eager_issue_overlap runs outside its CUDA graphs adds its issue time to the
 GPU time instead of hiding it: step = max(gpu + issue, host) + cpu_overhead).
 Everything broadcasts over numpy arrays of B, T, S.
 
@@ -207,7 +207,9 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     # B running sequences; with attention DP each of the dp ranks schedules its B/dp
     # sequences in its own process (SGLang/TRT-LLM attention DP, vLLM DP engine cores)
     host = np.asarray(B, dtype=float) / dep.dp * engine.host_per_seq_s
-    step = host_step_s(engine, gpu, cpu, host, eager=eager)
+    # the series rule is measured on prompt steps (engines.py); eager decode keeps the max
+    prompt_eager = np.logical_and(eager, prefill)
+    step = host_step_s(engine, gpu, cpu, host, eager=prompt_eager)
     work = total(op_list)
     bound = _bound(compute_sum, memory_sum, comm_sum, cpu + host, gpu)
     return StepEstimate(time_s=step, gpu_s=gpu,
@@ -274,9 +276,9 @@ def host_step_s(engine: EngineProfile, gpu, issue, host, *, eager=False):
     (`host` = running sequences x engine.host_per_seq_s): an engine that prepares step n+1
     and processes step n-1's tokens while the GPU runs step n (host_overlap) pays
     max(GPU, issue + host); one that does it between steps pays max(GPU, issue) + host.
-    An `eager` step (bool, or a mask) of an engine without eager_issue_overlap pays its issue
-    time in series with the GPU work, which then stands for GPU + issue (engines.py:
-    SGLang and TensorRT-LLM prompt steps). The engine's fixed per-step overhead is added in
+    An `eager` prompt step (bool, or a mask: a step carrying prompt tokens that runs outside
+    the CUDA graphs) of an engine without eager_issue_overlap pays its issue time in series
+    with the GPU work, which then stands for GPU + issue (engines.py: SGLang and TensorRT-LLM). The engine's fixed per-step overhead is added in
     every case. Python floats take the builtin max (the serving simulator prices every step
     through here)."""
     if eager is not False and not engine.eager_issue_overlap and _graph_engine(engine):

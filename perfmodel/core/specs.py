@@ -251,9 +251,10 @@ class EngineProfile(Spec):
         "eagerly (Python module code, custom-op dispatch and the launch itself); 0: every "
         "step is priced as a graph replay.")
     eager_issue_overlap: bool = Field(
-        default=True, description="The GPU runs an eagerly issued step's kernels while the CPU "
-        "issues the later ones, so the step costs max(GPU, issue); False: the two run in "
-        "series, GPU + issue (SGLang and TensorRT-LLM prompt steps, engines.py).")
+        default=True, description="The GPU runs an eagerly issued prompt step's kernels while "
+        "the CPU issues the later ones, so the step costs max(GPU, issue); False: the two run "
+        "in series, GPU + issue (SGLang and TensorRT-LLM, engines.py). Eager decode steps keep "
+        "the max.")
     cpu_overhead_per_step_s: float = Field(
         ge=0, description="Scheduler/sampling/Python time per decode step not hidden behind the GPU.")
     per_request_overhead_s: float = Field(

@@ -14,7 +14,8 @@ core/roofline.step_time (host_step_s; in series for an engine without overlap sc
 The issue time is a graph replay for decode-only steps; a step with prompt chunks whose token
 rows exceed the engine's prefill_graph_max_tokens runs eagerly, and so does a decode step
 above the engine's largest captured batch (core/roofline.issue_s); an engine without
-eager_issue_overlap pays an eager step's issue in series with its GPU work (host_step_s).
+eager_issue_overlap pays an eager prompt step's issue in series with its GPU work
+(host_step_s).
 All pieces come from ONE batched core.roofline.step_time call on grids; a step is then
 priced by linear interpolation. For a plain decode or prefill step the split is an identity
 (tested against core.predict.step).
@@ -108,7 +109,7 @@ class StepCost:
         eager = (d + sum(chunks) > self.graphed_prompt_rows if chunks
                  else self.graphed_decode_rows is not None and d > self.graphed_decode_rows)
         return host_step_s(self.engine, float(gpu), self.eager_cpu_s if eager else self.cpu_s,
-                           seqs * self.host_seq_s, eager=bool(eager))
+                           seqs * self.host_seq_s, eager=bool(eager and chunks))
 
     def __post_init__(self):
         # python-list copies for the scalar path (bisect on lists beats numpy on scalars)
@@ -130,7 +131,7 @@ class StepCost:
         gpu = const + np.interp(ctx, self.dec_ctx, row)
         eager = self.graphed_decode_rows is not None and d > self.graphed_decode_rows
         return host_step_s(self.engine, gpu, self.eager_cpu_s if eager else self.cpu_s,
-                           d * self.host_seq_s, eager=bool(eager))
+                           d * self.host_seq_s)
 
 
 def _cell(grid: list, x: float) -> tuple[int, float]:
