@@ -20,6 +20,11 @@ class LinkSpec(Spec):
     name: str = Field(description="NVLink 4, PCIe 5.0 x16, Infinity Fabric, ICI, ...")
     bandwidth_bytes_per_s: float = Field(gt=0, description="Unidirectional bandwidth per GPU.")
     latency_s: float = Field(gt=0, description="One-hop latency of a small message.")
+    nvls_allreduce_bytes_per_s: float | None = Field(
+        default=None, gt=0, description="Algorithm bandwidth (message bytes / time) of a large "
+        "all-reduce reduced inside the switch (NVLink SHARP: NCCL's NVLS algorithm, "
+        "multimem kernels), measured over the domain's GPUs; None: the fabric has none "
+        "or no measurement is recorded (core/parallel.py allreduce_s).")
     source: str = Field(default="", description="Where the figures come from.")
 
 

@@ -301,6 +301,15 @@ class EngineProfile(Spec):
         "behind the expert GEMMs by running two micro-batches in turn (SGLang "
         "--enable-two-batch-overlap with DeepEP; LMSYS blog 'Deploying DeepSeek with PD "
         "disaggregation and large-scale EP', 2025). 0 in the presets: it is opt-in.")
+    allreduce_nvls_min_bytes: float = Field(
+        default=0.0, ge=0, description="All-reduces above this many bytes (and up to "
+        "allreduce_nvls_max_bytes) run on the switch's multicast reduction (NVLink SHARP) where "
+        "the link records one and it beats the ring; smaller ones run the engine's one/two-shot "
+        "kernels or NCCL's ring (core/parallel.py allreduce_s). Presets and sources in engines.py.")
+    allreduce_nvls_max_bytes: float | None = Field(
+        default=0.0, ge=0, description="Largest all-reduce run on NVLink SHARP (see "
+        "allreduce_nvls_min_bytes); None: no limit; 0: never (the engine turns NVLS off or has "
+        "no multimem path).")
     moe_act_quant_kernels: float = Field(
         default=0.0, ge=0, description="Activation-quantize kernels per MoE layer inside the "
         "engine's fused MoE call when the experts run W8A8 (fp8/int8): SGLang's fused_moe "
@@ -312,6 +321,11 @@ class EngineProfile(Spec):
         "by it; core/grouped_gemm.py). 1: no measurement of the engine's default MoE kernel.")
     scheduler: SchedulerSpec = Field(
         default_factory=SchedulerSpec, description="Request scheduler limits and policy.")
+
+    @property
+    def allreduce_nvls_window(self) -> tuple[float, float | None]:
+        """(above, up to) the all-reduce bytes this engine runs on NVLink SHARP."""
+        return self.allreduce_nvls_min_bytes, self.allreduce_nvls_max_bytes
 
     def graph_max_batch(self, memory_bytes: float, tp: int) -> int | None:
         """The largest graphed decode batch on a GPU of memory_bytes at tensor parallel tp."""
