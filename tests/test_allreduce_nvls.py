@@ -140,3 +140,12 @@ def test_all_reduce_time_never_falls_with_bytes_and_never_beats_the_link(gpu, p,
     # every GPU must at least send its message out once over its own link
     assert t_hi >= hi / link.bandwidth_bytes_per_s
     assert t_lo <= t_hi
+
+
+def test_engine_table_shows_the_nvls_window():
+    from perfmodel.webapp.views.definitions import engines_table
+    table = engines_table()
+    shown = dict(zip(table["engine"], table["all-reduce on NVLink SHARP (MiB)"]))
+    assert shown["vllm"] == "0.25 - 64"          # 256 KiB to 64 MiB
+    assert shown["trtllm"] == "above 7.63"       # 8 MB (decimal) = 7.63 MiB
+    assert shown["sglang"] == "never"
