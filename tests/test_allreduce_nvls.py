@@ -93,10 +93,12 @@ def test_nvls_applies_only_inside_the_engines_window():
     for b in (128 * 2**10, 2 * 64 * 2**20):          # vLLM's custom AR below, PyNCCL above
         assert allreduce_s(b, 8, link, eff, VLLM) == ring(b)
     assert allreduce_s(32 * 2**20, 8, link, eff, VLLM) < ring(32 * 2**20)
-    assert allreduce_s(4e6, 8, link, eff, TRTLLM) == ring(4e6)     # one/two-shot kernels
-    # just below the switch-over the small-message kernel is no slower than NVLS at it
-    assert allreduce_s(7.9e6, 8, link, eff, TRTLLM) == pytest.approx(
-        8e6 / link.nvls_allreduce_bytes_per_s + allreduce_hops(8) * link.latency_s)
+    # below TRT-LLM's 8 MB switch-over its one/two-shot kernels: the ring's time, capped by
+    # what NVLS takes at the switch-over (the engine picks the faster kernel there)
+    at_switch = link.nvls_latency_s + 8e6 / link.nvls_allreduce_bytes_per_s
+    for b in (1e6, 4e6, 7.9e6):
+        assert allreduce_s(b, 8, link, eff, TRTLLM) == pytest.approx(min(ring(b), at_switch))
+    assert allreduce_s(1e6, 8, link, eff, TRTLLM) == ring(1e6)
     assert allreduce_s(1e9, 8, link, eff, TRTLLM) < ring(1e9)      # NCCL, NVLS
     # vectorized messages take the same rule element by element
     sizes = np.array([128 * 2**10, 32 * 2**20, 2 * 64 * 2**20])
@@ -106,11 +108,12 @@ def test_nvls_applies_only_inside_the_engines_window():
 
 def test_llama70b_prefill_all_reduce_at_tp8_on_h200_with_vllm():
     # 2,048 prompt tokens x 8192 x 2 bytes = 33.5 MB per all-reduce (inside vLLM's multimem
-    # window): 33.5 MB / 271 GB/s (nccl-tests#272) + 6 hops x 3 us = 141.8 us, two per layer
-    # over 80 layers
+    # window): NVLS 25 us (NCCL tuning.cc) + 33.5 MB / 271 GB/s (nccl-tests#272) = 148.8 us,
+    # against the Simple ring's 8.4 + 14 x 3.4 us + 1.75 x 33.5 MB / 337.5 GB/s = 230 us; two
+    # per layer over 80 layers
     m, hw = load_model("llama-3.1-70b"), load_gpu("h200-sxm")
     times = dict(comm_times(m, hw, default_efficiency(hw), Deployment(tp=8), 2048.0, nvls=VLLM))
-    per_ar = 2048 * 8192 * 2 / 271e9 + 6 * 3e-6
+    per_ar = 25e-6 + 2048 * 8192 * 2 / 271e9
     assert times["tp_allreduce_attention"] == pytest.approx(80 * per_ar, rel=1e-6)
     assert times["tp_allreduce_mlp"] == pytest.approx(80 * per_ar, rel=1e-6)
 
@@ -149,3 +152,29 @@ def test_engine_table_shows_the_nvls_window():
     assert shown["vllm"] == "0.25 - 64"          # 256 KiB to 64 MiB
     assert shown["trtllm"] == "above 7.63"       # 8 MB (decimal) = 7.63 MiB
     assert shown["sglang"] == "never"
+
+
+def test_protocols_follow_nccls_cost_model():
+    # NVIDIA/nccl src/graph/tuning.cc, NVLink: LL ring latency small, half the bandwidth (4 data
+    # bytes per 8-byte store); Simple 8.4 us + 3.4 us per ring step at full bandwidth. At 8
+    # GPUs on H100 (337.5 GB/s ring): LL 18 us + 1.75 B / 168.75 GB/s, Simple 56 us +
+    # 1.75 B / 337.5 GB/s: equal at B = 38 us x 337.5 GB/s / 1.75 = 7.33 MB
+    hw = load_gpu("h100-sxm")
+    link, eff = hw.intra_node_link, default_efficiency(hw)
+    ll = lambda b: 18e-6 + 1.75 * b / (450e9 * 0.75 * 0.5)    # noqa: E731
+    simple = lambda b: 56e-6 + 1.75 * b / (450e9 * 0.75)       # noqa: E731
+    for b in (64e3, 1e6, 4e6, 7e6, 8e6, 64e6):
+        assert allreduce_s(b, 8, link, eff, NO_NVLS) == pytest.approx(min(ll(b), simple(b)))
+    assert ll(7e6) < simple(7e6) and simple(8e6) < ll(8e6)
+
+
+def test_our_two_gpu_measurement_sits_above_the_single_protocol_line():
+    # calibrate/data/raw-nccl-h200x2-20261129.json (2 x H200, NCCL 2.28.9, NVLS off, CUDA
+    # graph): 2 MiB 33.1 us, 4 MiB 36.4 us. The protocol minimum moves toward them from the
+    # single-protocol line (LL latency at full bandwidth), and stays below (no overfit)
+    hw = load_gpu("h200-sxm")
+    link, eff = hw.intra_node_link, default_efficiency(hw)
+    one = link.model_copy(update={"simple_base_latency_s": None, "simple_step_latency_s": None})
+    for b, measured in ((2 * 2**20, 33.1e-6), (4 * 2**20, 36.4e-6)):
+        old, new = allreduce_s(b, 2, one, eff), allreduce_s(b, 2, link, eff)
+        assert old < new < measured

@@ -29,6 +29,8 @@ from perfmodel.core.specs import (Deployment, Efficiency, HardwareSpec, LinkSpec
 DEFAULT_DOMAIN_GPUS = 8   # an HGX/DGX board, when neither deployment nor hardware says
 A2A_LATENCY_HOPS = 2      # concurrent all-to-all: data hop + arrival flag (DeepEP, see alltoall_s)
 NO_NVLS = (0.0, 0.0)      # (above, up to) bytes on NVLink SHARP: never (allreduce_s)
+LL_BANDWIDTH_FRACTION = 0.5   # NCCL's LL protocol stores 4 bytes of data with a 4-byte flag in
+                              # each 8-byte write: half the link's bandwidth (NCCL docs, protocols)
 QK_NORM_SUM_BYTES = 4.0   # a per-token sum of squares is all-reduced in fp32 (vLLM
                           # MiniMaxText01RMSNormTP upcasts before the reduction)
 TP_REPLICATED = frozenset({"q_a_proj", "kv_a_proj", "indexer_wq", "indexer_wk",
@@ -156,37 +158,44 @@ def _inter_link(hw: HardwareSpec, g: int, what: str) -> LinkSpec:
 
 
 def allreduce_s(nbytes, p: int, link: LinkSpec, eff: Efficiency, nvls: tuple = NO_NVLS):
-    """All-reduce of nbytes over p GPUs: the bandwidth term of the faster of
-      ring:  2(p-1)/p * bytes / (link bw * eff.link_fraction)   (reduce-scatter + all-gather)
-      NVLS:  bytes / link.nvls_allreduce_bytes_per_s             (the switch reduces: each GPU
-             sends its message up once and reads the sum back once, whatever p)
-    (NVLS only where the link records it and the engine runs messages of this size on it:
-    `nvls` = (above, up to) bytes, EngineProfile.allreduce_nvls_window; up to None: no limit,
-    0: never; above the window NCCL's ring; below it the engine's one/two-shot kernels, which
-    move the ring's 2(p-1)/p bytes and are taken to be no slower than the multicast path at the
-    switch-over size, max(bytes, above) / NVLS rate: the engines pick the faster kernel there,
-    and time stays non-decreasing in bytes),
-    plus the latency of NCCL's tree (or recursive-doubling) schedule for the small messages of
-    decode, 2*ceil(log2 p) hops (NCCL docs: tree latency is logarithmic in p; for p = 2 both
-    schedules take 2 hops, which the 2 x H200 measurement fits: calibrate/NCCL_NOTES.md).
+    """All-reduce of nbytes over p GPUs: the fastest protocol NCCL's own cost model would pick
+    (NVIDIA/nccl src/graph/tuning.cc: time = latency + bytes / bandwidth per algorithm and
+    protocol, the minimum wins), with the ring's 2(p-1)/p * bytes over link bw * eff.link:
+      LL      2*ceil(log2 p) * link.latency_s + ring bytes / (bw * LL_BANDWIDTH_FRACTION)
+              (the small messages of decode: tree / recursive-doubling latency, NCCL docs; for
+              p = 2 both schedules take 2 hops, which the 2 x H200 measurement fits:
+              calibrate/NCCL_NOTES.md; the engines' one-shot kernels are of the same order)
+      Simple  simple_base_latency_s + 2(p-1) * simple_step_latency_s + ring bytes / bw
+      NVLS    nvls_latency_s + bytes / nvls_allreduce_bytes_per_s   (the switch reduces: each
+              GPU sends its message up once and reads the sum back once, whatever p)
+    A link without the Simple figures keeps one protocol: the LL latency at full bandwidth.
+    NVLS only where the link records it and the engine runs messages of this size on it:
+    `nvls` = (above, up to) bytes, EngineProfile.allreduce_nvls_window (up to None: no
+    limit, 0: never). Above the window: NCCL's ring; below it the engine's one/two-shot
+    kernels, taken to be no slower than the multicast path at the switch-over size (the
+    engines pick the faster kernel there; time stays non-decreasing in bytes).
     8 x H100, NCCL 2.2x, 2-4 GiB (NVIDIA/nccl#1455): ring busbw 365-370 GB/s at 2 to 8 GPUs;
     NVLS the same up to 4 GPUs, 480 GB/s busbw (algbw 273 GB/s) at 8, so NVLS gains only at
-    large p, where the ring's 2(p-1)/p grows; min() reproduces that crossover."""
+    large p, where the ring's 2(p-1)/p grows; the minimum reproduces that crossover."""
     if p <= 1:
         return 0.0 * nbytes
-    bw = link.bandwidth_bytes_per_s * eff.link_fraction
-    t = 2 * (p - 1) / p * nbytes / bw
+    ring = 2 * (p - 1) / p * nbytes / (link.bandwidth_bytes_per_s * eff.link_fraction)
+    hops = allreduce_hops(p) * link.latency_s
+    if link.simple_base_latency_s is None or link.simple_step_latency_s is None:
+        t = ring + hops
+    else:
+        simple = link.simple_base_latency_s + 2 * (p - 1) * link.simple_step_latency_s
+        ll, bulk = ring / LL_BANDWIDTH_FRACTION + hops, ring + simple
+        t = min(ll, bulk) if np.ndim(nbytes) == 0 else np.minimum(ll, bulk)
     rate = link.nvls_allreduce_bytes_per_s
     lo, hi = nvls
-    if rate is not None and hi != 0:
-        hi = np.inf if hi is None else hi
-        if np.ndim(nbytes) == 0:          # the simulator's scalar steps: no array round trip
-            if nbytes <= hi:
-                t = min(t, max(nbytes, lo) / rate)
-        else:
-            b = np.asarray(nbytes)
-            t = np.where(b <= hi, np.minimum(t, np.maximum(b, lo) / rate), t)
-    return t + allreduce_hops(p) * link.latency_s
+    if rate is None or hi == 0:
+        return t
+    hi = np.inf if hi is None else hi
+    on_switch = link.nvls_latency_s + np.maximum(nbytes, lo) / rate
+    if np.ndim(nbytes) == 0:
+        return min(t, on_switch) if nbytes <= hi else t
+    return np.where(np.asarray(nbytes) <= hi, np.minimum(t, on_switch), t)
 
 
 def allreduce_hops(p: int) -> int:
