@@ -3,7 +3,9 @@
 TP splits weights, heads and KV over p GPUs (KV heads are replicated when K < p; MLA's latent
 down-projections and the DSA indexer run whole on every rank: TP_REPLICATED) and adds
 two all-reduces of B*T*D activations per layer (Megatron-LM, Shoeybi et al. 2019).
-All-reduce: 2(p-1)/p * bytes / link_bw + 2*ceil(log2 p) * latency (ring bandwidth, tree latency);
+All-reduce: ring bytes 2(p-1)/p * bytes / link_bw under the faster of NCCL's protocols (LL: tree
+latency, half the bandwidth; Simple: full bandwidth, a larger fixed latency), or bytes over the
+switch's reduction rate (NVLink SHARP) where the engine runs the message on it (allreduce_s);
 across scale-up domains (tp > the NVLink domain) hierarchical: intra reduce-scatter,
 inter-domain all-reduce of a 1/g shard, intra all-gather (group_allreduce_s).
 EP spreads routed experts; the MoE layer's all-reduce becomes a dispatch and a combine
@@ -30,7 +32,9 @@ DEFAULT_DOMAIN_GPUS = 8   # an HGX/DGX board, when neither deployment nor hardwa
 A2A_LATENCY_HOPS = 2      # concurrent all-to-all: data hop + arrival flag (DeepEP, see alltoall_s)
 NO_NVLS = (0.0, 0.0)      # (above, up to) bytes on NVLink SHARP: never (allreduce_s)
 LL_BANDWIDTH_FRACTION = 0.5   # NCCL's LL protocol stores 4 bytes of data with a 4-byte flag in
-                              # each 8-byte write: half the link's bandwidth (NCCL docs, protocols)
+                              # each 8-byte write: half the link's bandwidth (NCCL's LL/LL128/
+                              # Simple protocols: src/device/prims_ll.h; "Demystifying NCCL",
+                              # arXiv 2507.04786). LL128 (120 of 128 bytes) is not modelled.
 QK_NORM_SUM_BYTES = 4.0   # a per-token sum of squares is all-reduced in fp32 (vLLM
                           # MiniMaxText01RMSNormTP upcasts before the reduction)
 TP_REPLICATED = frozenset({"q_a_proj", "kv_a_proj", "indexer_wq", "indexer_wk",
