@@ -1,18 +1,19 @@
-"""Weight streaming of dense GEMMs on fp4 tensor cores (core/roofline.py
-NATIVE_LOWBIT_STREAM_VS_FP8, weight_stream_fraction)."""
+"""Weight streaming of dense GEMMs on fp4 tensor cores (core/weight_stream.py
+NATIVE_LOWBIT_STREAM_VS_FP8, weight_stream_fraction, priced in core/roofline.py)."""
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfmodel.core import roofline
+from perfmodel.core import weight_stream
 from perfmodel.core.catalog import load_model
 from perfmodel.core.efficiency import default_efficiency
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.hardware import load_gpu
-from perfmodel.core.roofline import DTYPE_BITS, step_time, weight_stream_fraction
+from perfmodel.core.roofline import DTYPE_BITS, step_time
 from perfmodel.core.specs import Deployment, Precision
+from perfmodel.core.weight_stream import weight_stream_fraction
 
 FP8 = Precision.of("fp8", kv="fp8")
 NVFP4 = Precision.of("fp4-g16", kv="fp8")
@@ -65,7 +66,7 @@ def test_llama_70b_b200_decode_step_fp4_over_fp8_near_inferencex():
 
 def test_without_the_fraction_the_step_ratio_is_the_byte_ratio(monkeypatch):
     # the same step priced at the fp8 streaming rate lands near 0.64, far below InferenceX's 0.83
-    monkeypatch.setattr(roofline, "NATIVE_LOWBIT_STREAM_VS_FP8", {})
+    monkeypatch.setattr(weight_stream, "NATIVE_LOWBIT_STREAM_VS_FP8", {})
     _, fp8 = _gemms("llama-3.1-70b", "b200", FP8, "trtllm", 4.0, 1500.0)
     _, fp4 = _gemms("llama-3.1-70b", "b200", NVFP4, "trtllm", 4.0, 1500.0)
     assert float(fp4.time_s) / float(fp8.time_s) < 0.72
@@ -79,7 +80,7 @@ def test_other_paths_are_unchanged(monkeypatch, gpu, weights):
     p = Precision.of(weights, kv="fp8")
     batch = np.array([1.0, 8.0, 64.0])
     _, with_table = _gemms("llama-3.1-8b", gpu, p, "vllm", batch, 2048.0)
-    monkeypatch.setattr(roofline, "NATIVE_LOWBIT_STREAM_VS_FP8", {})
+    monkeypatch.setattr(weight_stream, "NATIVE_LOWBIT_STREAM_VS_FP8", {})
     _, without = _gemms("llama-3.1-8b", gpu, p, "vllm", batch, 2048.0)
     np.testing.assert_array_equal(with_table.time_s, without.time_s)
 
@@ -87,7 +88,7 @@ def test_other_paths_are_unchanged(monkeypatch, gpu, weights):
 def test_moe_experts_keep_their_fused_kernel_rate(monkeypatch):
     # the expert GEMMs run the fused-MoE kernel (engine.moe_stream_fraction), not mm_fp4
     ops, _ = _gemms("deepseek-v3", "b200", NVFP4, "sglang", 4.0, 1024.0, tp=8)
-    monkeypatch.setattr(roofline, "NATIVE_LOWBIT_STREAM_VS_FP8", {})
+    monkeypatch.setattr(weight_stream, "NATIVE_LOWBIT_STREAM_VS_FP8", {})
     plain, _ = _gemms("deepseek-v3", "b200", NVFP4, "sglang", 4.0, 1024.0, tp=8)
     assert float(ops["experts"].memory_s) == pytest.approx(float(plain["experts"].memory_s))
     assert float(ops["o_proj"].memory_s) > float(plain["o_proj"].memory_s)
