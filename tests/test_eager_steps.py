@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perfmodel import api
-from perfmodel.core.engines import ENGINES
+from perfmodel.core.engines import EAGER_LAUNCH_S, ENGINES
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.resolve import resolve
 from perfmodel.core.roofline import issue_s, step_time
@@ -65,7 +65,7 @@ def test_a_small_moe_prefill_is_host_bound_a_long_one_is_not():
     args = (sc.model, sc.hw, sc.precision, sc.engine, sc.eff, np.array([1.0, 1.0]),
             np.array([256.0, 32768.0]), np.array([0.0, 0.0]))
     est = step_time(*args, dep=sc.dep, attention=sc.attention, prefill=True)
-    issue = float(np.max(est.kernels)) * 40e-6
+    issue = float(np.max(est.kernels)) * EAGER_LAUNCH_S
     gpu = np.asarray(est.gpu_s)
     assert gpu[0] < issue < gpu[1]          # 256 tokens: the CPU sets the pace; 32K: the GPU
     t = np.asarray(est.time_s)
@@ -96,9 +96,9 @@ def test_the_simulator_prices_a_lone_prefill_as_predict_does():
                        engine="trtllm", prompt_tokens=1024, output_tokens=32)
     rep = api.serve(q, concurrencies=[1])
     sc = api.resolve(q)[0]
-    want = _ttft(sc)      # 5 ms request overhead + max(31 ms GPU, 20.8 ms issue) + 0.25 ms
+    want = _ttft(sc)      # 5 ms request overhead + max(GPU, issue) + 0.25 ms
     assert rep.points[0].ttft_p50_s == pytest.approx(want, rel=0.02)
-    # a 256-token prompt is host-bound: 519 kernels x 40 us = 20.8 ms > its GPU time
+    # a 256-token prompt is host-bound: 519 kernels x 48 us = 24.9 ms > its GPU time
     assert _ttft(sc, 256) - _ttft(_graphed(sc), 256) > 5e-3
 
 
@@ -133,9 +133,9 @@ def test_a_decode_batch_past_the_graphs_pays_the_eager_issue():
     kernels = float(np.max(est.kernels))
     issue = np.asarray(est.cpu_s) - np.asarray(est.host_s) - sc.engine.cpu_overhead_per_step_s
     assert issue[0] == pytest.approx(sc.engine.graph_launch_s)          # 256: one replay
-    assert issue[1] == pytest.approx(kernels * 40e-6)                   # 257: ~391 x 40 us
+    assert issue[1] == pytest.approx(kernels * EAGER_LAUNCH_S)          # 257: ~391 x 48 us
     t = np.asarray(est.time_s)
-    assert t[1] - t[0] > 0.5 * kernels * 40e-6      # host-bound: most of 15.6 ms is exposed
+    assert t[1] - t[0] > 0.5 * kernels * EAGER_LAUNCH_S   # host-bound: most of it is exposed
 
 
 def test_the_decode_fast_path_sees_the_same_graph_limit():

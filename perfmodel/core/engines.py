@@ -73,13 +73,14 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 #   without graphs.
 # EAGER_LAUNCH_S from SGLang PR #13094 (Llama-3.1-8B FP8, TP8, 1024-token prompts, C=1,
 # sglang.bench_serving mean TTFT): eager 29.97 ms vs piecewise graphs 19.66 ms. The exposed
-# difference, 10.3 ms, is issue time minus the step's GPU time (~6 ms for that prefill here,
-# H100/H200 class), over the 391 kernels this model counts for that step: ~42 us per kernel;
-# 40 us taken. TensorRT-LLM: no A/B measurement found, assumed the same (both issue PyTorch
+# difference, 10.3 ms, is issue time minus the step's GPU time (8.8 ms for that prefill here,
+# H200, of which 6.4 ms are its 64 all-reduces of 8 MiB at NCCL's Simple-protocol cost, core/
+# parallel.py; 6.3 ms and 40 us before that cost), over the 391 kernels this model counts for
+# that step: (10.3 + 8.8) ms / 391 = 48.8 us per kernel; 48 us taken. TensorRT-LLM: no A/B measurement found, assumed the same (both issue PyTorch
 # modules with custom ops). vLLM's compiled path above the capture size: the plain-PyTorch
 # launch cost measured on our H200 host (torch-eager launch_s, 14 us), an upper value for
 # inductor's generated wrapper code.
-EAGER_LAUNCH_S = 40e-6
+EAGER_LAUNCH_S = 48e-6
 VLLM_GRAPH_MAX_TOKENS = 512
 VLLM_EAGER_LAUNCH_S = 14e-6
 # Decode batches above the largest captured graph run eagerly too (decode_graph_max_batch):

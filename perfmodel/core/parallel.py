@@ -183,23 +183,22 @@ def allreduce_s(nbytes, p: int, link: LinkSpec, eff: Efficiency, nvls: tuple = N
     large p, where the ring's 2(p-1)/p grows; the minimum reproduces that crossover."""
     if p <= 1:
         return 0.0 * nbytes
+    scalar = isinstance(nbytes, (float, int, np.floating))   # the simulator's steps: no arrays
+    lower, upper = (min, max) if scalar else (np.minimum, np.maximum)
     ring = 2 * (p - 1) / p * nbytes / (link.bandwidth_bytes_per_s * eff.link_fraction)
-    hops = allreduce_hops(p) * link.latency_s
-    if link.simple_base_latency_s is None or link.simple_step_latency_s is None:
-        t = ring + hops
-    else:
+    t = ring + allreduce_hops(p) * link.latency_s
+    if link.simple_base_latency_s is not None and link.simple_step_latency_s is not None:
         simple = link.simple_base_latency_s + 2 * (p - 1) * link.simple_step_latency_s
-        ll, bulk = ring / LL_BANDWIDTH_FRACTION + hops, ring + simple
-        t = min(ll, bulk) if np.ndim(nbytes) == 0 else np.minimum(ll, bulk)
+        t = lower(t + ring * (1 / LL_BANDWIDTH_FRACTION - 1), ring + simple)
     rate = link.nvls_allreduce_bytes_per_s
     lo, hi = nvls
     if rate is None or hi == 0:
         return t
     hi = np.inf if hi is None else hi
-    on_switch = link.nvls_latency_s + np.maximum(nbytes, lo) / rate
-    if np.ndim(nbytes) == 0:
-        return min(t, on_switch) if nbytes <= hi else t
-    return np.where(np.asarray(nbytes) <= hi, np.minimum(t, on_switch), t)
+    on_switch = lower(t, link.nvls_latency_s + upper(nbytes, lo) / rate)
+    if scalar:
+        return on_switch if nbytes <= hi else t
+    return np.where(np.asarray(nbytes) <= hi, on_switch, t)
 
 
 def allreduce_hops(p: int) -> int:
