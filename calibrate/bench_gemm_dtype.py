@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """GEMM rate per dtype and scaling recipe on LLM layer shapes. torch + the standard library only.
 
-    python3 calibrate/bench_gemm_dtype.py --device cuda --out calibrate/data/raw-gemm-dtype.json
+    python3 calibrate/bench_gemm_dtype.py --device cuda --out calibrate/data/gemm-dtype-<gpu>-<date>.json
+
+(not raw-*.json: those names are bench.py results, read by `perfmodel validate` and the web app)
     python3 calibrate/bench_gemm_dtype.py --quick --device cpu --out /tmp/g.json   # tiny, CI
 
 Timing as calibrate/bench.py (bench_timing.Timer: warm-up, CUDA events behind a short GPU

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fit e(M) = gemm_max * M / (M + half_m) per GEMM kind to a bench_gemm_dtype.py result.
 
-    python calibrate/fit_gemm_dtype.py calibrate/data/raw-h200-sxm-gemmdtype-20261201.json
+    python calibrate/fit_gemm_dtype.py calibrate/data/gemm-dtype-h200-sxm-20261201.json
 
 numpy + perfmodel, no torch. The model being fitted is the roofline's own GEMM time
 (core/roofline.py, DESIGN.md):

@@ -21,7 +21,7 @@ from perfmodel.core.specs import Efficiency, GemmCurve, Precision
 from perfmodel.core.precision import parse_format
 
 ROOT = Path(__file__).resolve().parents[1]
-RAW = ROOT / "calibrate" / "data" / "raw-h200-sxm-gemmdtype-20261201.json"
+RAW = ROOT / "calibrate" / "data" / "gemm-dtype-h200-sxm-20261201.json"
 BENCH = ROOT / "calibrate" / "bench_gemm_dtype.py"
 H200_FP8_PEAK = 1978.9e12    # dense fp8, NVIDIA H200 datasheet (hardware_db h200-sxm)
 
@@ -144,8 +144,8 @@ def test_any_valid_curve_gives_a_fraction(gemm_max, half_m, kind, m):
 
 def test_hopper_curves_cite_the_measurement():
     for curve in HOPPER_GEMM_BY_DTYPE.values():
-        assert "raw-h200-sxm-gemmdtype-20261201.json" in curve.source
-        assert (ROOT / "calibrate" / "data" / "raw-h200-sxm-gemmdtype-20261201.json").exists()
+        assert "gemm-dtype-h200-sxm-20261201.json" in curve.source
+        assert (ROOT / "calibrate" / "data" / "gemm-dtype-h200-sxm-20261201.json").exists()
 
 
 # ----------------------------------------------------------------------------- the bench

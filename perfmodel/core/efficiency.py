@@ -15,7 +15,7 @@ of the validation table):
   calibrate/BENCH_NOTES.md; NVIDIA cuBLAS perf blog); AMD MI300X hipBLASLt ~45-60%
   (SemiAnalysis 2024); TPU MXU ~80% (scaling-book); Apple GPU ~60%.
 - GEMM per dtype on Hopper (HOPPER_GEMM_BY_DTYPE): measured on an H200 SXM
-  (calibrate/bench_gemm_dtype.py, calibrate/data/raw-h200-sxm-gemmdtype-20261201.json; table and
+  (calibrate/bench_gemm_dtype.py, calibrate/data/gemm-dtype-h200-sxm-20261201.json; table and
   fit in calibrate/BENCH_NOTES.md "GEMM per dtype"): fp8 GEMMs reach a smaller fraction of their
   (2x) peak than bf16 and need more rows to get there; block-scaled fp8 (DeepSeek-V3 recipe,
   1x128 activation / 128x128 weight scales) less again. bf16 keeps gemm_max/gemm_half_m above.
@@ -64,7 +64,7 @@ HOPPER_GPUS = frozenset({"h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h800"
 """NVIDIA Hopper (sm_90) chips: one tensor-core generation and one cuBLAS/CUTLASS kernel set, so
 the H200 GEMM measurement below is taken for all of them (an assumption for the cut-down parts)."""
 
-_H200_GEMM = ("calibrate/data/raw-h200-sxm-gemmdtype-20261201.json (H200 SXM, torch 2.11 cu130, "
+_H200_GEMM = ("calibrate/data/gemm-dtype-h200-sxm-20261201.json (H200 SXM, torch 2.11 cu130, "
               "cuBLASLt via torch._scaled_mm; 19 layer shapes of Llama-3.1-8B/70B, Qwen3-32B, "
               "DeepSeek-V3; M 128-16384; fit: calibrate/fit_gemm_dtype.py)")
 HOPPER_GEMM_BY_DTYPE = {
