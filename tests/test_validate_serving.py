@@ -20,6 +20,7 @@ from perfmodel.analysis.validation.run import DEFAULT_TABLE, ROOT
 from perfmodel.analysis.validation.serving_map import (Capabilities, ServingTarget, ServingUnmapped,
                                                        gpu_for_system, map_serving_row)
 from perfmodel.analysis.validation.serving_results import ServingRowResult
+from perfmodel.analysis.validation.serving_report import ttft_residual_table
 from perfmodel.analysis.validation.serving_run import (DEFAULT_SERVING, _targets, concurrency_band,
                                                        measured_points, summarize,
                                                        validate_serving)
@@ -152,6 +153,24 @@ def test_summary_arithmetic_on_a_hand_made_table():
     assert s.tpot_within_25pct == pytest.approx(2 / 3)
     assert s.tpot_median_ratio == pytest.approx(1.0)
     assert summarize([]) is None
+
+
+def test_ttft_residual_table_on_a_hand_made_table():
+    rows = [_result(0.30, 0.10, 0.01, 0.01, moe=True, concurrency=4),       # +200 ms
+            _result(0.50, 0.40, 0.01, 0.01, moe=True, concurrency=8),       # +100 ms
+            _result(0.90, 0.50, 0.01, 0.01, moe=True, concurrency=8),       # +400 ms
+            _result(2.00, 1.70, 0.01, 0.01, moe=True, concurrency=128),     # +300 ms
+            _result(0.10, 0.12, 0.01, 0.01, concurrency=1),                 # dense, -20 ms
+            _result(0.10, 0.05, 0.01, 0.01, concurrency=16),                # between the bands
+            _result(9.00, 1.00, 0.01, 0.01, moe=True, mode="disagg")]       # not aggregated
+    lines = ttft_residual_table(rows)
+    body = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): line for line in lines[2:]}
+    assert len(body) == 2
+    # MoE: low-C medians of (0.30, 0.50, 0.90) and (0.10, 0.40, 0.50) s; residuals median +200 ms
+    cells = [c.strip() for c in body[("e", "MoE")].strip("|").split("|")]
+    assert cells[2:] == ["3", "500", "400", "+200", "1", "+300"]
+    cells = [c.strip() for c in body[("e", "dense")].strip("|").split("|")]
+    assert cells[2:] == ["1", "100", "120", "-20", "0", "-"]
 
 
 def test_targets_compare_with_the_issue_limits():

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from statistics import median
+
 from perfmodel.core.units import MS
 from perfmodel.analysis.validation.markdown import pct as _pct
 from perfmodel.analysis.validation.markdown import table as _table
 from perfmodel.analysis.validation.serving_map import CHECKPOINT_SUFFIXES, MODE_NOTES, QUANT_MODES
-from perfmodel.analysis.validation.serving_results import ServingReport, ServingSummary
+from perfmodel.analysis.validation.serving_results import (ServingReport, ServingRowResult,
+                                                           ServingSummary)
 
 WORST_N = 12
+LOW_C_MAX = 8          # "low concurrency": at most this many requests in flight
+HIGH_C_MIN = 64        # "high concurrency": at least this many
 _MET = {True: "yes", False: "**no**", None: "no data"}
 SUMMARY_HEADER = ["rows", "set", "n", "TTFT median error", "TTFT within 25%",
                   "TTFT predicted/measured", "TPOT median error", "TPOT within 25%",
@@ -65,6 +70,35 @@ def _worst(rep: ServingReport, metric: str) -> list[str]:
                     _pct(getattr(r, f"{metric}_ape"))] for r in rows])
 
 
+def _residual_ms(rows) -> str:
+    """Median measured - predicted TTFT of `rows` in ms ('-' for none)."""
+    if not rows:
+        return "-"
+    return f"{median(r.measured_ttft_s - r.predicted_ttft_s for r in rows) / MS:+.0f}"
+
+
+def ttft_residual_table(rows: list[ServingRowResult]) -> list[str]:
+    """Aggregated `rows` by engine x dense/MoE: the median TTFT residual (measured - predicted, ms)
+    at low and at high concurrency, with the median measured and predicted TTFT at low
+    concurrency. A residual that stays put across concurrency is a per-request latency the model
+    lacks; one that grows with it is queueing or step cost."""
+    groups: dict[tuple[str, str], list] = {}
+    for r in rows:
+        if r.mode == "agg":
+            groups.setdefault((r.engine, "MoE" if r.moe else "dense"), []).append(r)
+    body = []
+    for (engine, kind), group in sorted(groups.items()):
+        low = [r for r in group if r.concurrency <= LOW_C_MAX]
+        high = [r for r in group if r.concurrency >= HIGH_C_MIN]
+        meas = f"{median(r.measured_ttft_s for r in low) / MS:.0f}" if low else "-"
+        pred = f"{median(r.predicted_ttft_s for r in low) / MS:.0f}" if low else "-"
+        body.append([engine, kind, str(len(low)), meas, pred, _residual_ms(low), str(len(high)),
+                     _residual_ms(high)])
+    return _table(["engine", "model", f"rows C <= {LOW_C_MAX}", "measured TTFT ms",
+                   "predicted TTFT ms", "measured - predicted ms", f"rows C >= {HIGH_C_MIN}",
+                   "measured - predicted ms"], body)
+
+
 def _calibrated(rep: ServingReport) -> list[str]:
     if rep.summary_calibrated is None:
         return [f"No calibrated profile matches a predicted row's GPU (profiles: "
@@ -98,6 +132,11 @@ def serving_markdown(rep: ServingReport) -> list[str]:
     for by in ("engine", "gpu", "model", "concurrency", "engine x gpu x model"):
         out += [f"### Aggregated rows by {by}", ""] + _groups(rep, by) + [""]
     if rep.rows:
+        out += ["### TTFT residual by engine and model kind", "",
+                "Median measured - predicted TTFT of the aggregated rows (medians of each "
+                "column). A residual that is the same at low and high concurrency is a "
+                "per-request latency the model lacks; one that grows with concurrency comes from "
+                "queueing or the step cost.", ""] + ttft_residual_table(rep.rows) + [""]
         out += [f"### Worst {WORST_N} rows by TTFT", ""] + _worst(rep, "ttft") + [""]
         out += [f"### Worst {WORST_N} rows by TPOT", ""] + _worst(rep, "tpot") + [""]
     out += ["### Rows not predicted, by reason", ""]
