@@ -25,8 +25,8 @@ RAW = ROOT / "calibrate" / "data" / "gemm-dtype-h200-sxm-20261201.json"
 BENCH = ROOT / "calibrate" / "bench_gemm_dtype.py"
 H200_FP8_PEAK = 1978.9e12    # dense fp8, NVIDIA H200 datasheet (hardware_db h200-sxm)
 
-# Median TFLOP/s over the 19 layer shapes at M rows, read from RAW (calibrate/BENCH_NOTES.md
-# "GEMM per dtype" prints the same table): (kind, M) -> measured.
+# Median TFLOP/s over the 19 layer shapes at M rows, read from RAW (calibrate/GEMM_DTYPE_NOTES.md
+# prints the same table): (kind, M) -> measured.
 MEASURED_TFLOPS = {
     ("fp8_tensor", 512): 1308, ("fp8_tensor", 1024): 1360, ("fp8_tensor", 4096): 1399,
     ("fp8_tensor", 16384): 1414,

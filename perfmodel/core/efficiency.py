@@ -16,7 +16,7 @@ of the validation table):
   (SemiAnalysis 2024); TPU MXU ~80% (scaling-book); Apple GPU ~60%.
 - GEMM per dtype on Hopper (HOPPER_GEMM_BY_DTYPE): measured on an H200 SXM
   (calibrate/bench_gemm_dtype.py, calibrate/data/gemm-dtype-h200-sxm-20261201.json; table and
-  fit in calibrate/BENCH_NOTES.md "GEMM per dtype"): fp8 GEMMs reach a smaller fraction of their
+  fit in calibrate/GEMM_DTYPE_NOTES.md): fp8 GEMMs reach a smaller fraction of their
   (2x) peak than bf16 and need more rows to get there; block-scaled fp8 (DeepSeek-V3 recipe,
   1x128 activation / 128x128 weight scales) less again. bf16 keeps gemm_max/gemm_half_m above.
 - Attention: FlashAttention-2 reaches ~50-70% of peak on A100/H100 forward (Dao 2023);
