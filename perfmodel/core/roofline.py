@@ -34,6 +34,7 @@ from perfmodel.core.ops import FloatArray, Op, OpCost, ops, total
 from perfmodel.core.parallel import comm_times, rank_ops
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
                              NumberFormat, Precision)
+from perfmodel.core.weight_stream import weight_stream_fraction
 
 W8A8_DTYPES = ("fp8", "int8")   # matmul dtypes that quantize activations each step
 DEQUANT_TILE_ROWS = 64.0       # weight-only kernels dequantize once per tile of M rows (Marlin)
@@ -163,7 +164,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                                       engine, op.quantized and op_dequant,
                                       depth=expert_depth if experts else 1.0,
                                       top_k=m.moe.experts_per_token if experts else 0)
-            wbytes = c.weight_bytes / (engine.quant_kernel_efficiency if op.quantized else 1.0)
+            wbytes = c.weight_bytes / weight_stream_fraction(engine, op.quantized, op_dtype,
+                                                             experts=experts)
             if experts:   # the fused MoE kernel's own streaming rate (core/grouped_gemm.py)
                 wbytes = wbytes / engine.moe_stream_fraction
             memory = (wbytes + c.act_bytes) / bw
