@@ -70,19 +70,35 @@ def table(recs: list[dict]) -> list[str]:
     return lines
 
 
+def _load(path: str) -> dict:
+    """A bench_gemm_dtype.py result, or SystemExit(2) with a one-line reason."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except (OSError, ValueError) as e:
+        _fail(f"cannot read {path!r}: {e}")
+    if not isinstance(raw, dict) or not isinstance(raw.get("gemm", {}).get("records"), list):
+        _fail(f"{path!r} is not a bench_gemm_dtype.py result (no gemm.records)")
+    return raw
+
+
+def _fail(why: str):
+    print(f"fit_gemm_dtype: {why}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main(argv: list[str]) -> int:
-    if not argv:
+    if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
-        return 2
-    raw = json.load(open(argv[0]))
-    recs = raw["gemm"]["records"]
+        return 0 if argv else 2
+    recs = _load(argv[0])["gemm"]["records"]
     for kind, peak_key in KIND_PEAK.items():
         these = [r for r in recs if r["kind"] == kind]
         if these:
             print(kind, fit(these, PEAK_PER_S[peak_key]))
     print("\n".join(table(recs)))
     for path in argv[1:]:
-        q = json.load(open(path)).get("quant", {}).get("records", [])
+        q = _load(path).get("quant", {}).get("records", [])
         for kind in ("group128", "row", "tensor", "cast"):
             v = [r["bytes_per_s"] / 1e9 for r in q if r["impl"] == "compiled_static" and r["kind"] == kind]
             if v:

@@ -2,6 +2,7 @@
 their properties, where they apply, and the bench that measured them (calibrate/bench_gemm_dtype.py)."""
 import json
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -165,3 +166,25 @@ def test_the_bench_runs_quick_on_the_cpu(tmp_path):
         assert r["flops"] == 2 * r["M"] * r["N"] * r["K"] and r["seconds"] > 0
     assert {r["kind"] for r in res["quant"]["records"]} == {"group128", "row", "tensor", "cast"}
     assert res["grouped"]["skipped"]                               # CUDA only
+
+
+def test_the_fit_script_gives_the_shipped_hopper_curves_and_refuses_bad_files(tmp_path):
+    # calibrate/fit_gemm_dtype.py on the committed run must print the curves efficiency.py ships
+    script = ROOT / "calibrate" / "fit_gemm_dtype.py"
+    run = subprocess.run([sys.executable, str(script), str(RAW)], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    fits = {line.split(" ", 1)[0]: line for line in run.stdout.splitlines()
+            if line.startswith(("fp8_tensor ", "fp8_block "))}
+    for kind, name in (("fp8", "fp8_tensor"), ("fp8_block", "fp8_block")):
+        curve = HOPPER_GEMM_BY_DTYPE[kind]
+        got = {k: float(v) for k, v in re.findall(r"'(gemm_max|half_m)': ([0-9.]+)", fits[name])}
+        assert got["gemm_max"] == pytest.approx(curve.gemm_max, abs=1e-6)
+        assert got["half_m"] == pytest.approx(curve.gemm_half_m, abs=1e-6)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"gemm": {}}')
+    for arg in (str(bad), str(tmp_path / "missing.json")):
+        run = subprocess.run([sys.executable, str(script), arg], capture_output=True, text=True,
+                             timeout=60)
+        assert run.returncode == 2 and "fit_gemm_dtype:" in run.stderr
+        assert "Traceback" not in run.stderr
