@@ -39,7 +39,7 @@ def test_checkpoints_without_an_expert_layout_are_unchanged():
     # DeepSeek-V3's checkpoint quantizes every linear layer (fp8-b128): no module layout to keep
     t = _map(model_path="deepseek-ai/DeepSeek-V3", precision="fp8", gemm_quant_mode="fp8",
              moe_quant_mode="fp8_block", backend="sglang")
-    assert (t.weights, t.activations, t.kv) == ("fp8", "fp8", "fp8")
+    assert (t.weights, t.activations, t.kv) == ("fp8-b128", "fp8", "fp8")
 
 
 def test_the_layout_reads_more_bytes_than_all_int4():

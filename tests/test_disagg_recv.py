@@ -17,8 +17,8 @@ IMAX = "db-dump/2026-04-27 measured 2026-02-09 image lmsysorg/sglang:v0.5.8.post
 TRACE = [(0.0, 512, 400), (0.5, 512, 50)]
 
 
-def _run(n):
-    return api.serve_disagg(MODEL, GPU, engine="sglang", prefill=ONE, decode=ONE, trace=TRACE,
+def _run(n, trace=TRACE):
+    return api.serve_disagg(MODEL, GPU, engine="sglang", prefill=ONE, decode=ONE, trace=trace,
                             recv_interval_steps=n)
 
 
@@ -26,13 +26,20 @@ def test_a_busy_decode_worker_admits_after_at_most_n_decode_steps():
     # SGLang SchedulerRecvSkipper (managers/scheduler_recv_skipper.py): a decode step adds 1 to
     # the counter, requests are polled when it reaches n. B arrives while A decodes, so its
     # admission waits between 0 and n decode steps; A arrived at an idle worker and waits none.
+    # B's arrival is moved over one poll period (10 steps of ~7 ms): a single arrival can land
+    # on a poll and wait nothing, the mean over the phases cannot.
     n = 10
-    base, slow = _run(None), _run(n)
-    d_mean = slow.points[0].ttft_mean_s - base.points[0].ttft_mean_s
-    step = base.points[0].itl_p50_s                  # one decode step of A (batch 1-2)
-    assert d_mean > 0.0                               # B waited at least a little
-    # mean of A (+0) and B (+at most n steps); the batch of two steps a little slower
-    assert d_mean <= n * step * 1.25 / 2
+    delays = []
+    for offset in (0.0, 0.02, 0.04, 0.06):
+        trace = [TRACE[0], (TRACE[1][0] + offset, *TRACE[1][1:])]
+        base, slow = _run(None, trace), _run(n, trace)
+        d_mean = slow.points[0].ttft_mean_s - base.points[0].ttft_mean_s
+        step = base.points[0].itl_p50_s              # one decode step of A (batch 1-2)
+        assert d_mean >= 0.0
+        # mean of A (+0) and B (+at most n steps); the batch of two steps a little slower
+        assert d_mean <= n * step * 1.25 / 2
+        delays.append(d_mean)
+    assert sum(delays) > 0.0                          # B waited at least a little
     assert "--scheduler-recv-interval 10 on the prefill and decode workers" in " ".join(slow.assumptions)
 
 

@@ -85,7 +85,7 @@ def test_a_form_factor_is_not_dropped_when_the_card_has_variants():
     ("", "", "", "Qwen/Qwen3-32B", ("bf16", "bf16", "bf16")),
     ("", "", "bf16", "Qwen/Qwen3-32B", ("bf16", "bf16", "bf16")),
     ("", "", "", "nvidia/Qwen3-32B-NVFP4", ("fp4-g16", "fp4", "fp8")),   # suffix when cells empty
-    ("fp8_block", "fp8_block", "fp8", "Qwen/Qwen3-32B", ("fp8", "fp8", "fp8")),
+    ("fp8_block", "fp8_block", "fp8", "Qwen/Qwen3-32B", ("fp8-b128", "fp8", "fp8")),
 ])
 def test_quant_modes_give_formats(gemm, expert, precision, repo, want):
     t = _map(gemm_quant_mode=gemm, moe_quant_mode=expert, precision=precision, model_path=repo)
@@ -98,7 +98,7 @@ def test_moe_row_takes_ep_and_the_experts_format():
     t = _map(model_path="Qwen/Qwen3-235B-A22B-FP8", gemm_quant_mode="fp8",
              moe_quant_mode="fp8_block", precision="fp8", tp_size=4, moe_tp_size=1, moe_ep_size=4)
     assert (t.model, t.moe, t.tp, t.ep, t.attention_dp) == ("qwen3-235b-a22b", True, 4, 4, 1)
-    assert t.weights == "fp8" and any("fp8_block" in a for a in t.assumptions)
+    assert t.weights == "fp8-b128" and any("fp8_block" in a for a in t.assumptions)
 
 
 @pytest.mark.parametrize("over, words", [

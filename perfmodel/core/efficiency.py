@@ -14,6 +14,11 @@ of the validation table):
 - Large-M GEMM: cuBLAS bf16 on H100/H200 reaches ~75-80% of dense peak (measured here,
   calibrate/BENCH_NOTES.md; NVIDIA cuBLAS perf blog); AMD MI300X hipBLASLt ~45-60%
   (SemiAnalysis 2024); TPU MXU ~80% (scaling-book); Apple GPU ~60%.
+- GEMM per dtype on Hopper (HOPPER_GEMM_BY_DTYPE): measured on an H200 SXM
+  (calibrate/bench_gemm_dtype.py, calibrate/data/gemm-dtype-h200-sxm-20261201.json; table and
+  fit in calibrate/GEMM_DTYPE_NOTES.md): fp8 GEMMs reach a smaller fraction of their
+  (2x) peak than bf16 and need more rows to get there; block-scaled fp8 (DeepSeek-V3 recipe,
+  1x128 activation / 128x128 weight scales) less again. bf16 keeps gemm_max/gemm_half_m above.
 - Attention: FlashAttention-2 reaches ~50-70% of peak on A100/H100 forward (Dao 2023);
   decode attention streams the KV cache at ~80-90% of achievable bandwidth.
 - Kernel floor: an empty CUDA kernel occupies the GPU ~2-4 us (launch latency and tail;
@@ -35,7 +40,7 @@ of the validation table):
 
 from __future__ import annotations
 
-from perfmodel.core.specs import Efficiency, HardwareSpec
+from perfmodel.core.specs import Efficiency, GemmCurve, HardwareSpec
 
 # achieved / peak streaming bandwidth by memory technology
 MEM_BW_BY_MEMORY = {
@@ -55,6 +60,25 @@ VENDOR = {
 }
 
 
+HOPPER_GPUS = frozenset({"h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h800", "h20", "gh200"})
+"""NVIDIA Hopper (sm_90) chips: one tensor-core generation and one cuBLAS/CUTLASS kernel set, so
+the H200 GEMM measurement below is taken for all of them (an assumption for the cut-down parts)."""
+
+_H200_GEMM = ("calibrate/data/gemm-dtype-h200-sxm-20261201.json (H200 SXM, torch 2.11 cu130, "
+              "cuBLASLt via torch._scaled_mm; 19 layer shapes of Llama-3.1-8B/70B, Qwen3-32B, "
+              "DeepSeek-V3; M 128-16384; fit: calibrate/fit_gemm_dtype.py)")
+HOPPER_GEMM_BY_DTYPE = {
+    # fp8 e4m3, per-tensor scales: 1360-1420 TFLOP/s (0.69-0.72 of 1979) at M >= 1024,
+    # 1076 at M = 256; fit 0.735 / 86.5 rows (a repeat on 8 shapes: 0.745 / 92)
+    "fp8": GemmCurve(gemm_max=0.735, gemm_half_m=86.5, source="fp8 per-tensor: " + _H200_GEMM),
+    # fp8 with 1x128 / 128x128 block scales: 1275-1293 TFLOP/s (0.65) at M >= 2048, 855 at
+    # M = 256; fit 0.671 / 151.5 (repeat: 0.688 / 164). Row-wise scaling lies between
+    # (0.713 / 153) and is not a kind of its own.
+    "fp8_block": GemmCurve(gemm_max=0.671, gemm_half_m=151.5,
+                           source="fp8 1x128x128x128 block scales: " + _H200_GEMM),
+}
+
+
 def default_efficiency(hw: HardwareSpec) -> Efficiency:
     """Mid-range defaults for this chip's vendor and memory type (see module docstring)."""
     mem_factor, gemm_max, half_m, attn, kernel_s, link = VENDOR[hw.vendor]
@@ -66,5 +90,6 @@ def default_efficiency(hw: HardwareSpec) -> Efficiency:
         attn_mem=0.85,
         kernel_s=kernel_s,
         link_fraction=link,
+        gemm_by_dtype=HOPPER_GEMM_BY_DTYPE if hw.id in HOPPER_GPUS else {},
         source=f"defaults for vendor={hw.vendor}, memory={hw.memory_type} (perfmodel/core/efficiency.py)",
     )

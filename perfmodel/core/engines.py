@@ -90,8 +90,9 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 # EAGER_LAUNCH_S from SGLang PR #13094 (Llama-3.1-8B FP8, TP8, 1024-token prompts, C=1,
 # sglang.bench_serving mean TTFT): eager 29.97 ms vs piecewise graphs 19.66 ms. In series, the
 # difference, 10.3 ms, is the issue time itself, over the 391 kernels this model counts for
-# that step: 26 us per kernel. TensorRT-LLM: no A/B measurement found, assumed the same (both
-# issue PyTorch modules with custom ops). vLLM's compiled path above the capture size: the
+# that step: 26 us per kernel, whatever the step's GPU time (the max() reading needed it:
+# 40 us, 48 us once core/parallel.py priced that step's 64 all-reduces). TensorRT-LLM: no A/B
+# measurement found, assumed the same (both issue PyTorch modules with custom ops). vLLM's compiled path above the capture size: the
 # plain-PyTorch launch cost measured on our H200 host (torch-eager launch_s, 14 us), an upper
 # value for inductor's generated wrapper code.
 EAGER_LAUNCH_S = 26e-6
@@ -164,6 +165,22 @@ TRTLLM_SERVER_SCHEDULER = TRTLLM_SCHEDULER.model_copy(update=dict(
     max_num_seqs=2048, max_num_batched_tokens=8192, seqs_divided_by_pp=False,
     source="trtllm-serve / LLM API BuildConfig defaults (max_num_tokens 8192, max_batch_size "
            "2048); capacity scheduler policy GUARANTEED_NO_EVICT"))
+# All-reduces on the switch's multicast reduction (NVLink SHARP, NVLS; EngineProfile
+# .allreduce_nvls_min_bytes / _max_bytes, core/parallel.py allreduce_s), by engine:
+# - vLLM: its custom all-reduce (one/two-shot over IPC buffers) up to CUSTOM_ALL_REDUCE_MAX_SIZES
+#   (256 KiB at TP8 on sm90; 32 MiB at TP4), then, with VLLM_ALLREDUCE_USE_SYMM_MEM=1 (the
+#   default, vllm/envs.py), torch symmetric-memory multimem kernels at TP 4-8 up to
+#   SYMM_MEM_ALL_REDUCE_MAX_SIZES (64 MiB at TP8 on sm90, 128 MiB on sm100), then PyNCCL
+#   (vllm/distributed/device_communicators/all_reduce_utils.py). vLLM sets NCCL_CUMEM_ENABLE=0
+#   (vllm/env_override.py), which is taken to leave NCCL without NVLS. The Hopper TP8 window.
+# - TensorRT-LLM (AllReduceStrategy AUTO, 1.0): its one/two-shot kernels up to the workspace,
+#   8 MB at TP > 2 (16 MB at TP 2; cpp/tensorrt_llm/common/customAllReduceUtils.h
+#   getMaxRequiredWorkspaceSize), NCCL above (ifFallbackToNCCL in thop/allreduceOp.cpp) with
+#   NCCL's NVLS default left on: above 8 MB, no limit.
+# - SGLang: NCCL_NVLS_ENABLE=0 unless --enable-nccl-nvls (python/sglang/srt/entrypoints/engine.py
+#   _set_envs_and_config): never. The other presets keep the ring (the fields' defaults).
+VLLM_NVLS_WINDOW = dict(allreduce_nvls_min_bytes=256 * 2**10, allreduce_nvls_max_bytes=64 * 2**20)
+TRTLLM_NVLS_WINDOW = dict(allreduce_nvls_min_bytes=8e6, allreduce_nvls_max_bytes=None)
 LLAMA_CPP_SCHEDULER = SchedulerSpec(
     max_num_batched_tokens=2048, chunked_prefill=True, mixed_prefill=True,
     source="llama.cpp common.h (n_batch 2048)")
@@ -223,7 +240,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         kv_prealloc="request", quant_kernel_efficiency=0.85, fused_elementwise=True,
         source="vLLM docs (gpu_memory_utilization=0.9, block_size=16); vLLM V1 blog 2025", scheduler=VLLM_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
         prefill_graph_max_tokens=VLLM_GRAPH_MAX_TOKENS, eager_launch_s=VLLM_EAGER_LAUNCH_S,
-        decode_graph_max_batch=VLLM_GRAPH_MAX_TOKENS),
+        decode_graph_max_batch=VLLM_GRAPH_MAX_TOKENS, **VLLM_NVLS_WINDOW),
     EngineProfile(
         id="sglang", name="SGLang (radix cache, CUDA graphs)",
         kernels_per_layer=12, launch_s=0.0, graph_launch_s=40e-6,
@@ -246,7 +263,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         source="TensorRT-LLM perf-overview and kv-cache docs (fraction 0.9, tokens_per_block 64)",
         scheduler=TRTLLM_SCHEDULER, server_scheduler=TRTLLM_SERVER_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
         eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False,
-        decode_graph_max_batch=TRTLLM_DECODE_GRAPH_MAX_BATCH),
+        decode_graph_max_batch=TRTLLM_DECODE_GRAPH_MAX_BATCH, **TRTLLM_NVLS_WINDOW),
     EngineProfile(
         id="llama-cpp", name="llama.cpp server (GGUF, CUDA graphs)",
         kernels_per_layer=15, launch_s=0.0, graph_launch_s=50e-6,

@@ -20,6 +20,21 @@ class LinkSpec(Spec):
     name: str = Field(description="NVLink 4, PCIe 5.0 x16, Infinity Fabric, ICI, ...")
     bandwidth_bytes_per_s: float = Field(gt=0, description="Unidirectional bandwidth per GPU.")
     latency_s: float = Field(gt=0, description="One-hop latency of a small message.")
+    simple_base_latency_s: float | None = Field(
+        default=None, ge=0, description="Fixed latency of a bandwidth-bound all-reduce (NCCL's "
+        "Simple protocol) on this link; with simple_step_latency_s per ring step, 2(p-1) "
+        "steps. None: one protocol, the small-message hops at full bandwidth (allreduce_s).")
+    simple_step_latency_s: float | None = Field(
+        default=None, ge=0, description="Latency per ring step of the Simple protocol "
+        "(see simple_base_latency_s).")
+    nvls_latency_s: float = Field(
+        default=0.0, ge=0, description="Fixed latency of an all-reduce reduced in the switch "
+        "(nvls_allreduce_bytes_per_s).")
+    nvls_allreduce_bytes_per_s: float | None = Field(
+        default=None, gt=0, description="Algorithm bandwidth (message bytes / time) of a large "
+        "all-reduce reduced inside the switch (NVLink SHARP: NCCL's NVLS algorithm, "
+        "multimem kernels), measured over the domain's GPUs; None: the fabric has none "
+        "or no measurement is recorded (core/parallel.py allreduce_s).")
     source: str = Field(default="", description="Where the figures come from.")
 
 

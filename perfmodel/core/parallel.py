@@ -3,7 +3,9 @@
 TP splits weights, heads and KV over p GPUs (KV heads are replicated when K < p; MLA's latent
 down-projections and the DSA indexer run whole on every rank: TP_REPLICATED) and adds
 two all-reduces of B*T*D activations per layer (Megatron-LM, Shoeybi et al. 2019).
-All-reduce: 2(p-1)/p * bytes / link_bw + 2*ceil(log2 p) * latency (ring bandwidth, tree latency);
+All-reduce: ring bytes 2(p-1)/p * bytes / link_bw under the faster of NCCL's protocols (LL: tree
+latency, half the bandwidth; Simple: full bandwidth, a larger fixed latency), or bytes over the
+switch's reduction rate (NVLink SHARP) where the engine runs the message on it (allreduce_s);
 across scale-up domains (tp > the NVLink domain) hierarchical: intra reduce-scatter,
 inter-domain all-reduce of a 1/g shard, intra all-gather (group_allreduce_s).
 EP spreads routed experts; the MoE layer's all-reduce becomes a dispatch and a combine
@@ -28,6 +30,11 @@ from perfmodel.core.specs import (Deployment, Efficiency, HardwareSpec, LinkSpec
 
 DEFAULT_DOMAIN_GPUS = 8   # an HGX/DGX board, when neither deployment nor hardware says
 A2A_LATENCY_HOPS = 2      # concurrent all-to-all: data hop + arrival flag (DeepEP, see alltoall_s)
+NO_NVLS = (0.0, 0.0)      # (above, up to) bytes on NVLink SHARP: never (allreduce_s)
+LL_BANDWIDTH_FRACTION = 0.5   # NCCL's LL protocol stores 4 bytes of data with a 4-byte flag in
+                              # each 8-byte write: half the link's bandwidth (NCCL's LL/LL128/
+                              # Simple protocols: src/device/prims_ll.h; "Demystifying NCCL",
+                              # arXiv 2507.04786). LL128 (120 of 128 bytes) is not modelled.
 QK_NORM_SUM_BYTES = 4.0   # a per-token sum of squares is all-reduced in fp32 (vLLM
                           # MiniMaxText01RMSNormTP upcasts before the reduction)
 TP_REPLICATED = frozenset({"q_a_proj", "kv_a_proj", "indexer_wq", "indexer_wk",
@@ -154,15 +161,44 @@ def _inter_link(hw: HardwareSpec, g: int, what: str) -> LinkSpec:
     return hw.inter_node_link
 
 
-def allreduce_s(nbytes, p: int, link: LinkSpec, eff: Efficiency):
-    """All-reduce of nbytes over p GPUs: the ring's bandwidth term 2(p-1)/p * bytes / bw and
-    the latency of NCCL's tree (or recursive-doubling) schedule for the small messages of
-    decode, 2*ceil(log2 p) hops (NCCL docs: tree latency is logarithmic in p; for p = 2 both
-    schedules take 2 hops, which the 2 x H200 measurement fits: calibrate/NCCL_NOTES.md)."""
+def allreduce_s(nbytes, p: int, link: LinkSpec, eff: Efficiency, nvls: tuple = NO_NVLS):
+    """All-reduce of nbytes over p GPUs: the fastest protocol NCCL's own cost model would pick
+    (NVIDIA/nccl src/graph/tuning.cc: time = latency + bytes / bandwidth per algorithm and
+    protocol, the minimum wins), with the ring's 2(p-1)/p * bytes over link bw * eff.link:
+      LL      2*ceil(log2 p) * link.latency_s + ring bytes / (bw * LL_BANDWIDTH_FRACTION)
+              (the small messages of decode: tree / recursive-doubling latency, NCCL docs; for
+              p = 2 both schedules take 2 hops, which the 2 x H200 measurement fits:
+              calibrate/NCCL_NOTES.md; the engines' one-shot kernels are of the same order)
+      Simple  simple_base_latency_s + 2(p-1) * simple_step_latency_s + ring bytes / bw
+      NVLS    nvls_latency_s + bytes / nvls_allreduce_bytes_per_s   (the switch reduces: each
+              GPU sends its message up once and reads the sum back once, whatever p)
+    A link without the Simple figures keeps one protocol: the LL latency at full bandwidth.
+    NVLS only where the link records it and the engine runs messages of this size on it:
+    `nvls` = (above, up to) bytes, EngineProfile.allreduce_nvls_window (up to None: no
+    limit, 0: never). Above the window: NCCL's ring; below it the engine's one/two-shot
+    kernels, taken to be no slower than the multicast path at the switch-over size (the
+    engines pick the faster kernel there; time stays non-decreasing in bytes).
+    8 x H100, NCCL 2.2x, 2-4 GiB (NVIDIA/nccl#1455): ring busbw 365-370 GB/s at 2 to 8 GPUs;
+    NVLS the same up to 4 GPUs, 480 GB/s busbw (algbw 273 GB/s) at 8, so NVLS gains only at
+    large p, where the ring's 2(p-1)/p grows; the minimum reproduces that crossover."""
     if p <= 1:
         return 0.0 * nbytes
-    bw = link.bandwidth_bytes_per_s * eff.link_fraction
-    return 2 * (p - 1) / p * nbytes / bw + allreduce_hops(p) * link.latency_s
+    scalar = isinstance(nbytes, (float, int, np.floating))   # the simulator's steps: no arrays
+    lower, upper = (min, max) if scalar else (np.minimum, np.maximum)
+    ring = 2 * (p - 1) / p * nbytes / (link.bandwidth_bytes_per_s * eff.link_fraction)
+    t = ring + allreduce_hops(p) * link.latency_s
+    if link.simple_base_latency_s is not None and link.simple_step_latency_s is not None:
+        simple = link.simple_base_latency_s + 2 * (p - 1) * link.simple_step_latency_s
+        t = lower(t + ring * (1 / LL_BANDWIDTH_FRACTION - 1), ring + simple)
+    rate = link.nvls_allreduce_bytes_per_s
+    lo, hi = nvls
+    if rate is None or hi == 0:
+        return t
+    hi = np.inf if hi is None else hi
+    on_switch = lower(t, link.nvls_latency_s + upper(nbytes, lo) / rate)
+    if scalar:
+        return on_switch if nbytes <= hi else t
+    return np.where(np.asarray(nbytes) <= hi, on_switch, t)
 
 
 def allreduce_hops(p: int) -> int:
@@ -179,16 +215,18 @@ def hierarchical_hops(p: int, g: int) -> tuple[int, int]:
     return allreduce_hops(g), allreduce_hops(math.ceil(p / g))
 
 
-def group_allreduce_s(nbytes, p: int, hw: HardwareSpec, dep: Deployment, eff: Efficiency):
+def group_allreduce_s(nbytes, p: int, hw: HardwareSpec, dep: Deployment, eff: Efficiency,
+                      nvls: tuple = NO_NVLS):
     """All-reduce over p GPUs as NCCL runs it across scale-up domains of g GPUs: hierarchical
     (NCCL's CollNet/NVLS-tree and the 2D algorithm of Jia et al. 2018): intra-domain
     reduce-scatter, inter-domain all-reduce of each GPU's 1/g shard, intra-domain all-gather:
         2(g-1)/g * B / bw_intra + 2(n-1)/n * (B/g) / bw_inter + hops (hierarchical_hops),
-    n = p/g domains. Within one domain: the flat all-reduce (allreduce_s)."""
+    n = p/g domains. Within one domain: the flat all-reduce (allreduce_s, NVLS where the
+    engine uses it: the `nvls` window); the hierarchical path keeps the ring."""
     g = domain_gpus(hw, dep)
     intra = hw.intra_node_link
     if p <= g:
-        return allreduce_s(nbytes, p, intra, eff)
+        return allreduce_s(nbytes, p, intra, eff, nvls)
     inter = _inter_link(hw, g, f"an all-reduce over {p} GPUs")
     n = math.ceil(p / g)
     intra_hops, inter_hops = hierarchical_hops(p, g)
@@ -219,28 +257,30 @@ def alltoall_s(nbytes, p: int, hw: HardwareSpec, dep: Deployment, eff: Efficienc
     return t + A2A_LATENCY_HOPS * lat
 
 
-def comm_times(m: ModelSpec, hw: HardwareSpec, eff: Efficiency, dep: Deployment, M):
+def comm_times(m: ModelSpec, hw: HardwareSpec, eff: Efficiency, dep: Deployment, M, *,
+               nvls: tuple = NO_NVLS):
     """(name, seconds) of the collectives of one step over M = B*T token rows (all dp groups).
 
     Per layer: the attention all-reduce inside a tp group over its M/dp rows (and, for q/k
     norms spanning all heads, one of the per-token q and k sums of squares); the FFN's
     all-reduce likewise on dense layers (and on MoE layers without EP); under EP a dispatch and
     a combine all-to-all of each GPU's M/(tp*dp) rows x k over the ep GPUs; with DP but no EP
-    the MoE layer all-reduces all M rows over the tp x dp GPUs (gather + reduce-scatter)."""
+    the MoE layer all-reduces all M rows over the tp x dp GPUs (gather + reduce-scatter).
+    nvls: the engine's EngineProfile.allreduce_nvls_window (allreduce_s)."""
     if dep.tp * dep.dp == 1:
         return []
     link_for(hw, dep)
     act = np.asarray(M, dtype=float) * m.d_model * ACT_BYTES      # one B*T*D activation
     local = act / dep.dp                                           # one dp group's rows
     moe_layers = m.num_moe_layers if (dep.ep > 1 or dep.dp > 1) else 0
-    attn_ar = group_allreduce_s(local, dep.tp, hw, dep, eff) * m.num_layers
-    mlp_ar = group_allreduce_s(local, dep.tp, hw, dep, eff) * (m.num_layers - moe_layers)
+    attn_ar = group_allreduce_s(local, dep.tp, hw, dep, eff, nvls) * m.num_layers
+    mlp_ar = group_allreduce_s(local, dep.tp, hw, dep, eff, nvls) * (m.num_layers - moe_layers)
     out = [("tp_allreduce_attention", attn_ar), ("tp_allreduce_mlp", mlp_ar)]
     if m.qk_norm_across_heads and dep.tp > 1:   # q and k norms span heads split over the tp GPUs
         sums = np.asarray(M, dtype=float) / dep.dp * 2 * QK_NORM_SUM_BYTES
         softmax_layers = m.num_layers - m.num_linear_attention_layers
         out.append(("tp_allreduce_qk_norm",
-                    group_allreduce_s(sums, dep.tp, hw, dep, eff) * softmax_layers))
+                    group_allreduce_s(sums, dep.tp, hw, dep, eff, nvls) * softmax_layers))
     if moe_layers and dep.ep > 1:
         k = m.moe.experts_per_token
         load, _ = busiest_rank_ratios(m, dep, M)   # the busiest rank receives the most rows
@@ -248,7 +288,7 @@ def comm_times(m: ModelSpec, hw: HardwareSpec, eff: Efficiency, dep: Deployment,
         out.append(("ep_alltoall", a2a))
     elif moe_layers:
         out.append(("dp_moe_allreduce",
-                    group_allreduce_s(act, dep.tp * dep.dp, hw, dep, eff) * moe_layers))
+                    group_allreduce_s(act, dep.tp * dep.dp, hw, dep, eff, nvls) * moe_layers))
     return out
 
 

@@ -35,7 +35,8 @@ from perfmodel.core.grouped_gemm import expert_depth_factor, grouped_gemm_effici
 from perfmodel.core.ops import FloatArray, Op, OpCost, ops, total
 from perfmodel.core.parallel import comm_times, rank_ops
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
-                             Precision)
+                             NumberFormat, Precision)
+from perfmodel.core.weight_stream import weight_stream_fraction
 
 W8A8_DTYPES = ("fp8", "int8")   # matmul dtypes that quantize activations each step
 DEQUANT_TILE_ROWS = 64.0       # weight-only kernels dequantize once per tile of M rows (Marlin)
@@ -151,6 +152,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     kernels = 0.0
     moved_sum = 0.0
     at_peak = 0.0
+    gemm_eff: dict[str, Efficiency] = {}    # weight group -> its GEMM curve (gemm_kind)
     for op in op_list:
         c = op.cost
         k = c.kernels * (kscale if op.per_layer else 1.0)
@@ -161,11 +163,14 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
             if experts and op_dtype in W8A8_DTYPES:   # quantize casts inside the fused MoE
                 k = k + engine.moe_act_quant_kernels * m.num_moe_layers
                 kernels = kernels + engine.moe_act_quant_kernels * m.num_moe_layers
-            compute = _gemm_compute_s(op, hw.peak_flops_per_s[op_dtype], vector_peak, eff,
+            if op.group not in gemm_eff:
+                gemm_eff[op.group] = eff.for_gemm(gemm_kind(op_dtype, p.for_group(op.group).weights))
+            compute = _gemm_compute_s(op, hw.peak_flops_per_s[op_dtype], vector_peak, gemm_eff[op.group],
                                       engine, op.quantized and op_dequant,
                                       depth=expert_depth if experts else 1.0,
                                       top_k=m.moe.experts_per_token if experts else 0)
-            wbytes = c.weight_bytes / (engine.quant_kernel_efficiency if op.quantized else 1.0)
+            wbytes = c.weight_bytes / weight_stream_fraction(engine, op.quantized, op_dtype,
+                                                             experts=experts)
             if experts:   # the fused MoE kernel's own streaming rate (core/grouped_gemm.py)
                 wbytes = wbytes / engine.moe_stream_fraction
             memory = (wbytes + c.act_bytes) / bw
@@ -190,7 +195,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
 
     comm_sum = 0.0
     experts_s = next((x.time_s for x in times if x.name == "experts"), 0.0)
-    for name, t in comm_times(m, hw, eff, dep, B * T):
+    for name, t in comm_times(m, hw, eff, dep, B * T,
+                              nvls=engine.allreduce_nvls_window):
         if name == "ep_alltoall" and engine.moe_comm_overlap:
             # two-batch overlap hides up to the given share, never more than the expert GEMMs
             t = t - np.minimum(t * engine.moe_comm_overlap, experts_s)
@@ -311,6 +317,15 @@ def _module_dtypes(hw: HardwareSpec, p: Precision, engine: EngineProfile,
         warnings += [w for w in notes if w not in warnings]
         out[group] = (dtype, q.weights.bits < DTYPE_BITS.get(dtype, 16))
     return out
+
+
+def gemm_kind(dtype: str, weights: NumberFormat) -> str:
+    """The matmul kind whose GEMM curve prices an op (Efficiency.gemm_by_dtype): its compute
+    dtype, or fp8_block for fp8 weights with block scales (fp8-b128: DeepSeek-V3-style 128x128
+    weight blocks, run with 1x128 activation groups by DeepGEMM, CUTLASS and Triton w8a8)."""
+    if dtype == "fp8" and weights.name == "fp8" and weights.group_size:
+        return "fp8_block"
+    return dtype
 
 
 def _gemm_compute_s(op: Op, peak: float, vector_peak: float, eff: Efficiency,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import Field, model_validator
 
 from perfmodel.core.hardware_spec import (HardwareSpec, LinkSpec, MemoryType,  # noqa: F401
                                           PriceSpec, Vendor)
@@ -306,6 +306,15 @@ class EngineProfile(Spec):
         "behind the expert GEMMs by running two micro-batches in turn (SGLang "
         "--enable-two-batch-overlap with DeepEP; LMSYS blog 'Deploying DeepSeek with PD "
         "disaggregation and large-scale EP', 2025). 0 in the presets: it is opt-in.")
+    allreduce_nvls_min_bytes: float = Field(
+        default=0.0, ge=0, description="All-reduces above this many bytes (and up to "
+        "allreduce_nvls_max_bytes) run on the switch's multicast reduction (NVLink SHARP) where "
+        "the link records one and it beats the ring; smaller ones run the engine's one/two-shot "
+        "kernels or NCCL's ring (core/parallel.py allreduce_s). Presets and sources in engines.py.")
+    allreduce_nvls_max_bytes: float | None = Field(
+        default=0.0, ge=0, description="Largest all-reduce run on NVLink SHARP (see "
+        "allreduce_nvls_min_bytes); None: no limit; 0: never (the engine turns NVLS off or has "
+        "no multimem path).")
     moe_act_quant_kernels: float = Field(
         default=0.0, ge=0, description="Activation-quantize kernels per MoE layer inside the "
         "engine's fused MoE call when the experts run W8A8 (fp8/int8): SGLang's fused_moe "
@@ -317,6 +326,11 @@ class EngineProfile(Spec):
         "by it; core/grouped_gemm.py). 1: no measurement of the engine's default MoE kernel.")
     scheduler: SchedulerSpec = Field(
         default_factory=SchedulerSpec, description="Request scheduler limits and policy.")
+
+    @property
+    def allreduce_nvls_window(self) -> tuple[float, float | None]:
+        """(above, up to) the all-reduce bytes this engine runs on NVLink SHARP."""
+        return self.allreduce_nvls_min_bytes, self.allreduce_nvls_max_bytes
 
     def graph_max_batch(self, memory_bytes: float, tp: int) -> int | None:
         """The largest graphed decode batch on a GPU of memory_bytes at tensor parallel tp."""
@@ -331,46 +345,8 @@ class EngineProfile(Spec):
     source: str = Field(default="", description="Where the parameters come from.")
 
 
-_OLD_EFFICIENCY_NAMES = {"mem_bw": "mem_bw_fraction", "link": "link_fraction"}
-
-
-class Efficiency(Spec):
-    """Achievable fractions of the datasheet, per vendor/memory type or calibrated."""
-
-    mem_bw_fraction: float = Field(
-        gt=0, le=1, validation_alias=AliasChoices("mem_bw_fraction", "mem_bw"),
-        description="Achieved / peak memory bandwidth for streaming reads (YAML key mem_bw "
-                    "accepted for one release).")
-    gemm_max: float = Field(gt=0, le=1, description="GEMM efficiency at large M (fraction of peak).")
-    gemm_half_m: float = Field(gt=0, description="Token rows M at which GEMM efficiency is half of gemm_max.")
-    attn_compute: float = Field(gt=0, le=1, description="Attention-kernel compute efficiency (flash/paged).")
-    attn_mem: float = Field(gt=0, le=1, description="Decode attention KV-read efficiency vs mem_bw.")
-    kernel_s: float = Field(ge=0, description="GPU-side fixed time per kernel (launch latency, tail).")
-    link_fraction: float = Field(
-        gt=0, le=1, validation_alias=AliasChoices("link_fraction", "link"),
-        description="Achieved / peak link bandwidth for collectives (YAML key link accepted "
-                    "for one release).")
-    source: str = Field(default="", description="Defaults' sources, or the calibration record.")
-
-    def model_copy(self, *, update=None, deep: bool = False):
-        """model_copy that also takes the old names mem_bw and link (for one release)."""
-        if update:
-            update = {_OLD_EFFICIENCY_NAMES.get(k, k): v for k, v in update.items()}
-        return super().model_copy(update=update, deep=deep)
-
-    @property
-    def mem_bw(self) -> float:
-        """Old name of mem_bw_fraction (kept for one release)."""
-        return self.mem_bw_fraction
-
-    @property
-    def link(self) -> float:
-        """Old name of link_fraction (kept for one release)."""
-        return self.link_fraction
-
-    def gemm(self, m: float) -> float:
-        """e_gemm(M) = gemm_max * M / (M + gemm_half_m)."""
-        return self.gemm_max * m / (m + self.gemm_half_m)
+from perfmodel.core.efficiency_spec import (GEMM_KIND_FALLBACK, Efficiency,  # noqa: F401,E402
+                                           GemmCurve)
 
 
 # --------------------------------------------------------------------------- deployment

@@ -118,7 +118,7 @@ def _check_finite(points, fitted, datasheet, eff, engines) -> None:
         if not (np.isfinite(f) and np.isfinite(d) and f > 0 and d > 0):
             raise PerfModelError(f"raw JSON: the model gives no finite time for e2e point "
                                  f"'{p.name}'; check its batch/context/shape fields")
-    values = list(eff.model_dump(exclude={"source"}).values())
+    values = list(eff.model_dump(exclude={"source", "gemm_by_dtype"}).values())
     for eng in engines.values():
         values += [getattr(eng, f) or 0.0 for f in ("kernels_per_layer", "act_quant_kernels_per_layer")
                    + ENGINE_FIELDS]
@@ -247,8 +247,10 @@ def _share(params: list[solve.Param]) -> list[solve.Param]:
 
 
 def _apply(values: dict[str, float], default: Efficiency, start: dict[str, EngineProfile]):
-    eff = default.model_copy(update={f: values[f"efficiency.{f}"] for f in EFF_FIELDS
-                                     if f"efficiency.{f}" in values})
+    # one fitted GEMM curve for every dtype, as before per-dtype defaults existed (the other
+    # dtypes' fits go to meta.gemm_by_dtype): the datasheet curves do not mix into a fit
+    eff = default.model_copy(update={**{f: values[f"efficiency.{f}"] for f in EFF_FIELDS
+                                        if f"efficiency.{f}" in values}, "gemm_by_dtype": {}})
     upd: dict[str, dict[str, float]] = {eid: {} for eid in start}
     for name, v in values.items():
         owner, field = name.split(".", 1)

@@ -48,13 +48,14 @@ QUANT_MODES: dict[str, tuple[str, str]] = {
     "bf16": ("bf16", "bf16"),
     "fp16": ("fp16", "fp16"),
     "fp8": ("fp8", "fp8"),               # per-tensor scaled W8A8
-    "fp8_block": ("fp8", "fp8"),         # one fp32 scale per 128x128 weight block: 0.002 bits
+    "fp8_block": ("fp8-b128", "fp8"),    # one fp32 scale per 128x128 weight block: 0.002 bits;
+                                         # priced by the block-scaled GEMM curve (core/roofline.py)
     "nvfp4": ("fp4-g16", "fp4"),         # NVFP4: e2m1 with an fp8 scale per 16 values
     "int4_wo": ("int4-g128", "bf16"),    # weight-only int4; group not stated: 128 (GPTQ/AWQ)
 }
 MODE_NOTES = {
-    "fp8_block": "fp8_block: block scales (one per 128x128 weights) add 0.002 bits per weight, "
-                 "not counted",
+    "fp8_block": "fp8_block: weights fp8-b128 (one fp32 scale per 128x128 weights, 0.002 bits "
+                 "per weight); GEMMs take the block-scaled fp8 curve",
     "int4_wo": "int4_wo: weight-only int4 with bf16 activations; group size not stated, 128 "
                "assumed",
 }

@@ -8,7 +8,7 @@ import streamlit as st
 from perfmodel.core.efficiency import default_efficiency
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.hardware import list_gpus
-from perfmodel.core.units import MS, US
+from perfmodel.core.units import MiB, MS, US
 from perfmodel.webapp import inputs
 from perfmodel.webapp.texts import ASSUMPTIONS, DEFINITIONS
 
@@ -34,6 +34,7 @@ def engines_table() -> dict[str, list]:
         "eager prompt-step launch (us / kernel)": [e.eager_launch_s / US for e in rows],
         "eager issue hidden by the GPU": [e.eager_issue_overlap for e in rows],
         "decode graphs up to (sequences)": [e.decode_graph_max_batch for e in rows],
+        "all-reduce on NVLink SHARP (MiB)": [_nvls_window(e) for e in rows],
         "CPU overhead (ms / step)": [e.cpu_overhead_per_step_s / MS for e in rows],
         "per request (ms)": [e.per_request_overhead_s / MS for e in rows],
         "host per sequence (us / step)": [e.host_per_seq_s / US for e in rows],
@@ -44,6 +45,14 @@ def engines_table() -> dict[str, list]:
         "low-bit kernel eff.": [e.quant_kernel_efficiency for e in rows],
         "fp8": [e.supports_fp8 for e in rows], "source": [e.source for e in rows],
     }
+
+
+def _nvls_window(e) -> str:
+    """The engine's NVLS all-reduce window as text: 'never', 'above a', 'a - b' (MiB)."""
+    lo, hi = e.allreduce_nvls_window
+    if hi == 0:
+        return "never"
+    return f"above {lo / MiB:.3g}" if hi is None else f"{lo / MiB:.3g} - {hi / MiB:.3g}"
 
 
 def efficiency_table() -> dict[str, list]:

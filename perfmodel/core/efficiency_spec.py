@@ -1,0 +1,82 @@
+"""Achievable fractions of the datasheet (Efficiency) and per-kind GEMM curves (GemmCurve):
+the efficiency side of the specs, re-exported by core/specs.py."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+
+from perfmodel.core.spec_base import Spec
+
+
+_OLD_EFFICIENCY_NAMES = {"mem_bw": "mem_bw_fraction", "link": "link_fraction"}
+
+
+GEMM_KIND_FALLBACK = {"fp8_block": "fp8"}
+"""A GEMM kind without its own curve takes this kind's curve before the default one."""
+
+
+class GemmCurve(Spec):
+    """One kind of GEMM's compute efficiency e(M) = gemm_max * M / (M + gemm_half_m)."""
+
+    gemm_max: float = Field(gt=0, le=1, description="Efficiency at large M (fraction of the "
+                            "dtype's dense peak).")
+    gemm_half_m: float = Field(gt=0, description="Token rows M at which efficiency is half of "
+                               "gemm_max.")
+    source: str = Field(default="", description="The measurement the curve was fitted to.")
+
+
+class Efficiency(Spec):
+    """Achievable fractions of the datasheet, per vendor/memory type or calibrated."""
+
+    mem_bw_fraction: float = Field(
+        gt=0, le=1, validation_alias=AliasChoices("mem_bw_fraction", "mem_bw"),
+        description="Achieved / peak memory bandwidth for streaming reads (YAML key mem_bw "
+                    "accepted for one release).")
+    gemm_max: float = Field(gt=0, le=1, description="GEMM efficiency at large M (fraction of peak).")
+    gemm_half_m: float = Field(gt=0, description="Token rows M at which GEMM efficiency is half of gemm_max.")
+    attn_compute: float = Field(gt=0, le=1, description="Attention-kernel compute efficiency (flash/paged).")
+    attn_mem: float = Field(gt=0, le=1, description="Decode attention KV-read efficiency vs mem_bw.")
+    kernel_s: float = Field(ge=0, description="GPU-side fixed time per kernel (launch latency, tail).")
+    link_fraction: float = Field(
+        gt=0, le=1, validation_alias=AliasChoices("link_fraction", "link"),
+        description="Achieved / peak link bandwidth for collectives (YAML key link accepted "
+                    "for one release).")
+    gemm_by_dtype: dict[str, GemmCurve] = Field(
+        default_factory=dict, description="GEMM curves per matmul kind that differ from "
+        "gemm_max/gemm_half_m: a compute dtype (fp8, int8, ...) or fp8_block (fp8 with 1x128 "
+        "activation and 128x128 weight scales); kinds not listed use gemm_max/gemm_half_m.")
+    source: str = Field(default="", description="Defaults' sources, or the calibration record.")
+
+    def __hash__(self) -> int:
+        return hash((type(self), tuple((k, v) for k, v in self.__dict__.items()
+                                       if k != "gemm_by_dtype"),
+                     tuple(sorted(self.gemm_by_dtype.items()))))
+
+    def for_gemm(self, kind: str) -> Efficiency:
+        """This efficiency with the GEMM curve of `kind` (gemm_by_dtype, else its
+        GEMM_KIND_FALLBACK kind's) in gemm_max/gemm_half_m; itself when none is listed."""
+        curve = self.gemm_by_dtype.get(kind) or self.gemm_by_dtype.get(GEMM_KIND_FALLBACK.get(kind, ""))
+        if curve is None:
+            return self
+        return self.model_copy(update={"gemm_max": curve.gemm_max,
+                                       "gemm_half_m": curve.gemm_half_m})
+
+    def model_copy(self, *, update=None, deep: bool = False):
+        """model_copy that also takes the old names mem_bw and link (for one release)."""
+        if update:
+            update = {_OLD_EFFICIENCY_NAMES.get(k, k): v for k, v in update.items()}
+        return super().model_copy(update=update, deep=deep)
+
+    @property
+    def mem_bw(self) -> float:
+        """Old name of mem_bw_fraction (kept for one release)."""
+        return self.mem_bw_fraction
+
+    @property
+    def link(self) -> float:
+        """Old name of link_fraction (kept for one release)."""
+        return self.link_fraction
+
+    def gemm(self, m: float) -> float:
+        """e_gemm(M) = gemm_max * M / (M + gemm_half_m)."""
+        return self.gemm_max * m / (m + self.gemm_half_m)
