@@ -80,9 +80,9 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 # - SGLang DeepSeek-R1-0528, 16 x H100, concurrency 1 (tenstorrent/tt-inference-server#356):
 #   TTFT 180 ms at 128 prompt tokens, 200 ms at 4096, 264 ms at 8192;
 # - InferenceX rows of data/serving (C=4): TRT-LLM 1.2.0rc6 DeepSeek-R1 NVFP4 on 4 x B200,
-#   1k -> 8k prompt: 156-162 -> 249 ms, while this model's GPU prefill goes 27 -> 139 ms
-#   (excess 130 -> 110 ms); SGLang 0.5.9 DeepSeek-R1 NVFP4 8 x B200 tp8 ep8: 189 -> 246 ms
-#   against 23 -> 91 ms of GPU (excess 166 -> 155 ms).
+#   1k -> 8k prompt: 156-162 -> 249 ms, while this model's GPU prefill goes 28 -> 139 ms
+#   (excess 128 -> 110 ms); SGLang 0.5.9 DeepSeek-R1 NVFP4 8 x B200 tp8 ep8: 189 -> 246 ms
+#   against 25 -> 94 ms of GPU (excess 164 -> 152 ms).
 # Not identified: the host-device synchronization that keeps the CPU from running ahead
 # (candidates read: SGLang fused_moe_triton fused_experts_impl has none; DeepEP normal-mode
 # dispatch waits for its counts on the CPU, but most rows run without DeepEP). vLLM's
