@@ -107,3 +107,20 @@ def test_prefill_max_batch_one_serializes_a_burst():
                               decode=dict(workers=1), trace=trace).points[0]
     assert serial.ttft_mean_s - both.ttft_mean_s == pytest.approx(1.5 * one - two - 0.5 * x,
                                                                   rel=1e-6)
+
+
+@pytest.mark.parametrize("above", [False, True])
+def test_a_deployed_max_batch_replaces_the_presets_limit_both_ways(above):
+    # TRT-LLM's max_batch_size bounds each attention-DP rank (serving_map_disagg.py): a
+    # worker's limit over its ranks may exceed the server preset's. With it set, the worker
+    # runs that many at once (fits); without it, the preset's limit queues the rest.
+    from perfmodel.serving.disagg import _plan
+    sc = on_server(resolve(MODEL, GPU)[0])
+    preset = sc.engine.scheduler.limits(sc.hw, 1)[0]
+    cap = preset + 64 if above else preset // 2
+    conc = cap if above else preset
+    plain = _plan(sc, conc, prompt=32, output=8, share=conc, overhead=False)
+    capped = _plan(sc, conc, prompt=32, output=8, share=conc, overhead=False, max_batch=cap)
+    assert plain[0].max_seqs == preset and capped[0].max_seqs == cap
+    assert plain[2] is (not above)   # the preset alone: fits below it, queues above it
+    assert capped[2] is above        # the deployment's cap: runs all, or queues half

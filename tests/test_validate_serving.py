@@ -472,11 +472,11 @@ def _disagg_row(**over):
 def test_disagg_row_maps_each_pool_by_hand():
     # by hand: concurrency = decode_batch 48 x 4 workers x dp 1 = 192 (the file's id says c192);
     # GPUs = 1 x (1 x 1 x 4) + 4 x (8 x 1 x 1) = 36; prefill max batch = prefill_batch_size 1
-    # x attention DP 4
+    # x attention DP 4; decode max batch = decode_batch_size 48 x attention DP 1
     t = _map(Capabilities(disagg=True), **_disagg_row())
     assert isinstance(t, ServingTarget)
     assert t.prefill == dict(workers=1, tp=1, pp=1, ep=4, dp=4, max_batch=4)
-    assert t.decode == dict(workers=4, tp=8, pp=1, ep=8, dp=1)
+    assert t.decode == dict(workers=4, tp=8, pp=1, ep=8, dp=1, max_batch=48)
     assert (t.concurrency, t.num_gpus) == (192, 36)
 
 
@@ -486,6 +486,8 @@ def test_disagg_concurrency_counts_attention_dp_ranks_and_falls_back_to_the_id()
                                                       decode_tp_size=1, decode_attention_dp_size=32,
                                                       decode_moe_ep_size=32))
     assert t.concurrency == 256 and t.decode["dp"] == 32
+    # and the worker runs decode_batch_size per rank on each of its 32 ranks: 8 x 32 = 256
+    assert t.decode["max_batch"] == 256
     t = _map(Capabilities(disagg=True), **_disagg_row(id="x_disagg_8192x1024_c25_tp4",
                                                       decode_batch_size="", decode_num_workers=""))
     assert t.concurrency == 25 and t.decode["workers"] == 1

@@ -41,7 +41,8 @@ from perfmodel.serving.disagg_bundle import (BundledCost, bundle_size, bundled_p
                                              step_requests)
 from perfmodel.serving.disagg_transfer import pool_link, schedule_transfers, transfer_s
 from perfmodel.serving.scheduler import Policy, simulate
-from perfmodel.serving.simulate import ServePoint, _cost, _pct, _policy, _weighted_pct
+from perfmodel.serving.simulate import (ServePoint, _cost, _pct, _policy, _weighted_pct,
+                                        with_scheduler)
 from perfmodel.serving.stepcost import StepCost
 from perfmodel.serving.workload import Requests, ServeWorkload
 
@@ -61,8 +62,9 @@ class PoolLayout(BaseModel):
     max_batch: int | None = Field(
         default=None, gt=0, le=1 << 20,
         description="Requests one worker runs at once (its engine's max_batch_size / "
-        "max_num_seqs as the deployment sets it per role, over all its attention-DP ranks); "
-        "None: the engine preset's online-server limit.")
+        "max_num_seqs as the deployment sets it per role, over all its attention-DP ranks; "
+        "it replaces the preset's limit, above or below it); None: the engine preset's "
+        "online-server limit.")
 
     @property
     def gpus_per_worker(self) -> int:
@@ -176,14 +178,11 @@ def _plan(sc: Scenario, conc: int | None, *, prompt: int, output: int, share: in
         worker_wl = ServeWorkload.make(arrival="closed", concurrency=conc, **shape)
     else:
         worker_wl = ServeWorkload.make(arrival="poisson", rate_rps=1.0, **shape)
+    if max_batch is not None:   # the deployment's own limit replaces the preset's, both ways
+        sc = with_scheduler(sc, max_num_seqs=max_batch)
     pol, reason, fits = _policy(sc, worker_wl)
     if pol is not None and not overhead:   # tokenized and admitted by the prefill worker
         pol = replace(pol, request_overhead_s=0.0)
-    if pol is not None and max_batch is not None and max_batch < pol.max_seqs:
-        pol = replace(pol, max_seqs=max_batch)
-        if conc is not None and min(conc, share) > max_batch:
-            fits, reason = False, (f"concurrency {min(conc, share)} > max batch {max_batch} "
-                                   "of the worker: the rest queue")
     return pol, reason, fits, worker_wl
 
 

@@ -341,8 +341,7 @@ def _disagg(r: ServingMeasurement, moe: bool):
         p_notes = p_notes + e_notes
         n, w_notes = workers(r, role)
         pools[role] = dict(workers=n, tp=tp, pp=pp, ep=ep, dp=dp)
-        # decode: the module rule (the concurrency fills its batch)
-        cap, b_notes = max_batch(r, role, dp) if role == "prefill" else (None, [])
+        cap, b_notes = max_batch(r, role, dp)
         p_notes = p_notes + b_notes
         if cap is not None:
             pools[role]["max_batch"] = cap

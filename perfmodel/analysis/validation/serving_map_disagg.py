@@ -12,9 +12,12 @@ General rules only (nothing names a row, a model or a measured value):
   the engine's max_batch_size per attention-DP rank that the harness sets per role: TRT-LLM's
   disaggregated recipes give the context and generation servers their own max_batch_size,
   SGLang's --max-running-requests / vLLM's --max-num-seqs per server); unstated -> the
-  engine preset's limit. Read for the prefill role only: the decode role's equals the
-  concurrency rule below divided over its workers (the run fills the decode batch), so it
-  adds no limit. Not read on InferenceX rows (source db-dump/...): the file gives
+  engine preset's limit. The decode role's equals the concurrency rule below divided over
+  its workers (the run fills the decode batch), and it replaces the preset's limit, which
+  is per server: TRT-LLM's max_batch_size bounds each attention-DP rank's own scheduler
+  (decode_batch_size 512 x DP 8 = 4096 requests on a worker whose preset says 2048), so the
+  preset alone would queue requests that the deployment runs. The prefill role's is not
+  read on InferenceX rows (source db-dump/...): the file gives
   prefill_batch_size 1 on every one of them, while the recipes they ran give the context
   servers their own, larger limits (ai-dynamo/dynamo components/backends/trtllm/
   performance_sweeps configs, GB200: ctx max_batch_size 16 with max_num_tokens 16384 at
@@ -80,7 +83,7 @@ def max_batch(r: ServingMeasurement, role: str, dp: int) -> tuple[int | None, li
     """(requests one worker of the role runs at once, notes): the module rule; None if
     unstated or not the engine's limit (InferenceX rows)."""
     b = _count(r.get(f"{role}_batch_size"))
-    if b and family(r.get("source")) == "inferencemax":
+    if b and role == "prefill" and family(r.get("source")) == "inferencemax":
         return None, [f"{role}_batch_size {b} not read as the engine's max batch (InferenceX "
                       "recipes set the context servers' own): the engine preset's limit"]
     return (b * dp if b else None), []
