@@ -54,6 +54,7 @@ class Op:
     per_layer: bool = True        # occurs in every layer (TP/PP shard it)
     window: int | None = field(default=None)
     group: str = ""               # weight group (core/params.py): selects a module's format
+    quant_elements: FloatArray = 0.0  # M x K input elements a W8A8 kernel quantizes (core/act_quant.py)
 
 
 def total(op_list: list[Op]) -> OpCost:

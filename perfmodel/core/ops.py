@@ -153,8 +153,14 @@ def _mla_norms_rotary(m: ModelSpec, M) -> Op:
                      kernels=(2.0 if a.q_lora_rank else 1.0) * L + L), rows=M)
 
 
+# matrices that read the same input as the one before them (fused qkv / q_a+kv_a GEMMs):
+# a W8A8 engine quantizes that input once (core/act_quant.py)
+SHARED_INPUT = ("k_proj", "v_proj", "kv_a_proj", "indexer_wk", "indexer_weights")
+
+
 def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
-    """One GEMM op per weight matrix: 2*M*in*out FLOPs, weights read once per step."""
+    """One GEMM op per weight matrix: 2*M*in*out FLOPs, weights read once per step; its
+    M x in input is what a W8A8 kernel quantizes (once per shared input)."""
     result = []
     for mat in mats:
         if mat.group == "norm" or mat.d_in == 1:
@@ -167,7 +173,9 @@ def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
                                 act_bytes=M * (mat.d_in + mat.d_out) * ACT_BYTES * mat.count,
                                 kernels=float(mat.count)),
                          rows=M, quantized=_quantized(p, mat.group),
-                         weight_elements=elems * np.ones_like(M), group=mat.group))
+                         weight_elements=elems * np.ones_like(M), group=mat.group,
+                         quant_elements=(0.0 if mat.name in SHARED_INPUT
+                                         else M * mat.d_in * mat.count)))
     return result
 
 
@@ -330,7 +338,9 @@ def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
                                 kernels=3.0 * n),
                          rows=routed_rows / np.maximum(touched, 1.0),
                          quantized=_quantized(p, "experts"),
-                         weight_elements=touched * expert_elems * n, group="experts"))
+                         weight_elements=touched * expert_elems * n, group="experts",
+                         # the fused MoE quantizes the permuted rows: k*M x D in, k*M x F between
+                         quant_elements=routed_rows * (m.d_model + e.expert_ffn_dim) * n))
         result += _routing(m, M)
         act_width = e.expert_ffn_dim * e.experts_per_token * 2
     if act_width:

@@ -94,7 +94,8 @@ def rank_ops(m: ModelSpec, p: Precision, B, T, S, dep: Deployment, *, attention:
     merged = [routed.get(op.name, op) for op in local]
     out = shard(merged, m, dep, tokens=tokens)
     return [replace(op, cost=replace(op.cost * (1.0 / dep.dp), kernels=op.cost.kernels),
-                    weight_elements=op.weight_elements / dep.dp) if op.name in routed else op
+                    weight_elements=op.weight_elements / dep.dp,
+                    quant_elements=op.quant_elements / dep.dp) if op.name in routed else op
             for op in out]
 
 
@@ -120,11 +121,13 @@ def shard(op_list: list[Op], m: ModelSpec, dep: Deployment, tokens=1.0) -> list[
                        kv_read_bytes=c.kv_read_bytes * op_rep / tp,
                        kv_write_bytes=c.kv_write_bytes * op_rep / tp)
         elements = op.weight_elements / tp
+        quant = op.quant_elements / tp    # like act_bytes: the rank's share of the inputs
         if op.name == "experts" and dep.ep > 1:
             cost = replace(cost, flops=cost.flops * load, act_bytes=cost.act_bytes * load,
                            weight_bytes=cost.weight_bytes * touched)
             elements = elements * touched
-        out.append(replace(op, cost=cost, weight_elements=elements))
+            quant = quant * load
+        out.append(replace(op, cost=cost, weight_elements=elements, quant_elements=quant))
     return out
 
 

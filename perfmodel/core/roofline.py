@@ -30,6 +30,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from perfmodel.core.act_quant import act_quant_bytes, act_quant_s
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.grouped_gemm import expert_depth_factor, grouped_gemm_efficiency
 from perfmodel.core.ops import FloatArray, Op, OpCost, ops, total
@@ -156,6 +157,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     for op in op_list:
         c = op.cost
         k = c.kernels * (kscale if op.per_layer else 1.0)
+        k_quant_s = quant_bytes = 0.0
         kernels = kernels + k
         if op.kind == "gemm":
             op_dtype, op_dequant = per_module.get(op.group, (dtype, dequant))
@@ -174,6 +176,10 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
             if experts:   # the fused MoE kernel's own streaming rate (core/grouped_gemm.py)
                 wbytes = wbytes / engine.moe_stream_fraction
             memory = (wbytes + c.act_bytes) / bw
+            if op_dtype in W8A8_DTYPES:   # its own kernel before the GEMM: core/act_quant.py
+                quant_out = p.for_group(op.group).activations.bytes_per_element
+                k_quant_s = act_quant_s(op.quant_elements, bw, quant_out)
+                quant_bytes = act_quant_bytes(op.quant_elements, quant_out)
             at_peak = at_peak + c.flops / max(hw.peak_flops_per_s[op_dtype], vector_peak)
         elif op.kind == "attention":
             compute = c.flops / (half_peak * eff.attn_compute)
@@ -185,9 +191,9 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
             at_peak = at_peak + c.flops / fp32_peak
             memory = (c.weight_bytes + act) / bw
         # bytes this op actually moves (fused or upcast elementwise chains differ from the list)
-        moved = c.bytes if op.kind != "elementwise" else c.weight_bytes + act
+        moved = (c.bytes if op.kind != "elementwise" else c.weight_bytes + act) + quant_bytes
         moved_sum = moved_sum + moved
-        t = np.maximum(compute, memory) + k * eff.kernel_s
+        t = np.maximum(compute, memory) + k * eff.kernel_s + k_quant_s
         compute_sum = compute_sum + np.where(compute >= memory, t, 0.0)
         memory_sum = memory_sum + np.where(compute >= memory, 0.0, t)
         gpu = gpu + t
