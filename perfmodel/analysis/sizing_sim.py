@@ -32,7 +32,8 @@ def _simulate(sc, rate: float, prompt: int, output: int):
 def verify(deployments: list, *, model, rate_rps: float, prompt: int, output: int,
            ttft_slo_s: float, tpot_slo_s: float, max_gpus: int, counts, profile) -> list:
     """The deployments with sim_ttft_p90_s, sim_tpot_p90_s and sim_meets set (the first
-    VERIFY_TOP), ranked: meeting in simulation first, then by the steady-state order."""
+    VERIFY_TOP), ranked: meeting in simulation first, then as sizing ranks them (cheapest
+    $/hour, fewer GPUs, more capacity) after the replicas the simulation added."""
     out = []
     for i, d in enumerate(deployments):
         if i >= VERIFY_TOP or rate_rps <= 0:
@@ -57,8 +58,10 @@ def verify(deployments: list, *, model, rate_rps: float, prompt: int, output: in
                 break
             r = nxt
         out.append(_with(d, r, p, meets))
-    first = [d for d in out if d.sim_meets is not False]
-    return first + [d for d in out if d.sim_meets is False]
+    def rank(d):   # sizing._rank, on the updated cost (a replica added may reorder)
+        return (d.usd_per_hour is None, d.usd_per_hour or 0.0, d.count, -d.output_tok_s_total)
+    first = sorted((d for d in out if d.sim_meets is not False), key=rank)
+    return first + sorted((d for d in out if d.sim_meets is False), key=rank)
 
 
 def _with(d, r: int, p, meets: bool):
