@@ -1,0 +1,120 @@
+"""Host side of a step: the CPU time to issue its kernels (CUDA-graph replay, or eager issue
+for prompt steps and decode batches past the captured graphs) and how it combines with the GPU
+work and the per-sequence host work (host_step_s); the engine kernel count per op-list kernel
+(_kernel_scale). core/roofline.step_time prices every step through these; they are re-exported
+there."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from perfmodel.core.ops import ops
+from perfmodel.core.specs import Deployment, EngineProfile, HardwareSpec, ModelSpec, Precision
+
+
+def _step_issue_s(engine: EngineProfile, hw: HardwareSpec, dep: Deployment, kernels, B, T,
+                  prefill):
+    """(issue_s, eager mask) of a step_time call: `prefill` (a bool, or a mask over the
+    queries) marks the steps that carry prompt tokens (B x T rows); the others are decode
+    steps of B/dp rows."""
+    rows = np.asarray(B, dtype=float) * np.asarray(T, dtype=float)
+    graphs = engine.graph_max_batch(hw.memory_bytes, dep.tp)
+    dec_rows = np.asarray(B, dtype=float) / dep.dp
+    decode = issue_s(engine, kernels, decode_rows=dec_rows, graph_max_batch=graphs)
+    dec_eager = eager_step(engine, decode_rows=dec_rows, graph_max_batch=graphs)
+    if isinstance(prefill, (bool, np.bool_)):
+        if prefill:
+            return issue_s(engine, kernels, rows), eager_step(engine, rows)
+        return decode, dec_eager
+    mask = np.asarray(prefill, dtype=bool)
+    return (np.where(mask, issue_s(engine, kernels, rows), decode),
+            np.where(mask, eager_step(engine, rows), dec_eager))
+
+
+def eager_step(engine: EngineProfile, prompt_rows=None, *, decode_rows=None,
+               graph_max_batch: int | None = None):
+    """Whether a graph engine runs the step eagerly (bool, or a mask): a step carrying
+    `prompt_rows` token rows above its prefill_graph_max_tokens, or a decode step of
+    `decode_rows` sequences per rank above its largest captured batch (`graph_max_batch`,
+    None: all are captured). Engines without graphs for these steps (eager_launch_s 0) and
+    eager engines (launch_s > 0, priced per kernel anyway) answer False."""
+    if not _graph_engine(engine):
+        return False
+    if prompt_rows is not None:
+        out = np.asarray(prompt_rows) > engine.prefill_graph_max_tokens
+    elif decode_rows is not None and graph_max_batch is not None:
+        out = np.asarray(decode_rows) > graph_max_batch
+    else:
+        return False
+    return bool(out) if out.ndim == 0 else out
+
+
+def issue_s(engine: EngineProfile, kernels, prompt_rows=None, *, decode_rows=None,
+            graph_max_batch: int | None = None):
+    """CPU time to issue one step's kernels: kernels x launch_s plus one graph replay. A graph
+    engine runs a step eagerly, kernels x eager_launch_s, when it carries `prompt_rows` token
+    rows above its prefill_graph_max_tokens, or when it is a decode step of `decode_rows`
+    sequences per rank above its largest captured batch (`graph_max_batch`, None: all)."""
+    graphed = kernels * engine.launch_s + engine.graph_launch_s
+    eager = eager_step(engine, prompt_rows, decode_rows=decode_rows,
+                       graph_max_batch=graph_max_batch)
+    if eager is False:
+        return graphed
+    out = np.where(eager, kernels * engine.eager_launch_s, graphed)
+    return float(out) if out.ndim == 0 else out
+
+
+def host_step_s(engine: EngineProfile, gpu, issue, host, *, eager=False):
+    """Step time from the GPU work, the kernel issue time and the per-sequence host work
+    (`host` = running sequences x engine.host_per_seq_s): an engine that prepares step n+1
+    and processes step n-1's tokens while the GPU runs step n (host_overlap) pays
+    max(GPU, issue + host); one that does it between steps pays max(GPU, issue) + host.
+    An `eager` prompt step (bool, or a mask: a step carrying prompt tokens that runs outside
+    the CUDA graphs) of an engine without eager_issue_overlap pays its issue time in series
+    with the GPU work, which then stands for GPU + issue (engines.py: SGLang and TensorRT-LLM). The engine's fixed per-step overhead is added in
+    every case. Python floats take the builtin max (the serving simulator prices every step
+    through here)."""
+    if eager is not False and not engine.eager_issue_overlap and _graph_engine(engine):
+        if type(eager) is bool:
+            gpu, issue = gpu + issue, 0.0 * issue
+        else:
+            gpu, issue = gpu + np.where(eager, issue, 0.0), np.where(eager, 0.0, issue)
+    scalar = type(gpu) is float and type(issue) is float and type(host) is float
+    big = max if scalar else np.maximum
+    if engine.host_overlap:
+        return big(gpu, issue + host) + engine.cpu_overhead_per_step_s
+    return big(gpu, issue) + host + engine.cpu_overhead_per_step_s
+
+
+def _graph_engine(engine: EngineProfile) -> bool:
+    """An engine that replays CUDA graphs and runs some steps eagerly (eager_step)."""
+    return bool(engine.eager_launch_s) and not engine.launch_s
+
+
+def _kernel_scale(m: ModelSpec, engine: EngineProfile, attention: str) -> float:
+    """Engine kernels per op-list kernel: the engine's kernels_per_layer is what it launches
+    for a dense (GQA/MHA, dense-MLP) layer, so the scale is taken on the model's dense twin
+    (same layers, MoE and MLA removed) and the MoE/MLA ops' extra kernels (routing, permute,
+    combine, latent norms) are fused at the same rate. A dense model's count is unchanged."""
+    base = _dense_kernels(m, attention)
+    return engine.kernels_per_layer * m.num_layers / base if base else 1.0
+
+
+@lru_cache(maxsize=256)
+def _dense_kernels(m: ModelSpec, attention: str) -> float:
+    """Per-layer kernels of the op list of the model's dense twin, summed over its layers."""
+    twin = _dense_twin(m)
+    per_layer = [op for op in ops(twin, Precision.of("bf16"), 1.0, 1.0, 0.0, attention=attention)
+                 if op.per_layer]
+    return sum(float(np.max(op.cost.kernels)) for op in per_layer)
+
+
+def _dense_twin(m: ModelSpec) -> ModelSpec:
+    """The same layer count with plain softmax attention and a dense MLP (only its kernel
+    count is read): no MoE, MLA, linear-attention, sparse-attention, gated output or
+    cross-head q/k norm."""
+    return m.model_copy(update={"moe": None, "mla": None, "linear_attention": None,
+                                "sparse_attention": None, "attention_output_gate": False,
+                                "qk_norm_across_heads": False})
