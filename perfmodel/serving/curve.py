@@ -34,6 +34,7 @@ from perfmodel.serving.batching import Curve, Limits, concurrency_grid, curve, l
 from perfmodel.core.errors import PerfModelError, require_finite
 from perfmodel.core.predict import Scenario
 from perfmodel.core.query import MAX_COUNT, make_query
+from perfmodel.core.units import GIGA
 from perfmodel.serving.knee import KNEE_MIN_GAIN, KNEE_RULE, Knee, KneePoint  # noqa: F401 (re-exported)
 
 __all__ = ["KNEE_MIN_GAIN", "KNEE_RULE", "Knee", "KneePoint"]
@@ -106,7 +107,7 @@ class MaxThroughput(Served):
     warnings: list[str]
 
 
-MAX_SLO_S = 1e9      # a latency target beyond ~30 years is no target; larger ones overflow in ms
+MAX_SLO_S = 1.0 * GIGA  # seconds: a latency target beyond ~30 years is no target; larger ones overflow in ms
 
 
 def check_positive_int(*, optional: tuple[str, ...] = (), **values) -> None:
