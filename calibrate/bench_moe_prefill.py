@@ -62,6 +62,8 @@ SHARDS = (("minimax-m2.5", 4, 1), ("minimax-m2.5", 8, 1), ("minimax-m2.5", 1, 4)
           ("deepseek-v3", 1, 8), ("kimi-k2.5", 8, 1), ("glm-5", 8, 1))
 TOKENS = (1024, 2048, 4096, 8192, 16384)
 KINDS = ("bf16_grouped", "fp8_grouped_row", "triton_fp8_block", "dense_bf16", "dense_fp8_row")
+SMALL_TILE = {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 1, "num_warps": 4,
+              "num_stages": 3}   # --small-tile: the 16-row tile for decode-sized batches
 
 
 def routing(T: int, E: int, k: int, E_local: int, dev: str):
@@ -123,21 +125,24 @@ def callables(layer: Layer, g: str, T: int, k: int, topk, ids, offs, dev: str, k
                 xq, wd8.t(), scale_a=xs[:, None], scale_b=sd8, out_dtype=torch.bfloat16)
         if "triton_fp8_block" in kinds:
             out["triton_fp8_block"] = triton_call(layer, g, T, k, topk, dev)
+        if "triton_fp8_block_m16" in kinds:
+            out["triton_fp8_block_m16"] = triton_call(layer, g, T, k, topk, dev, SMALL_TILE)
     return out
 
 
-def triton_call(layer: Layer, g: str, T: int, k: int, topk, dev: str):
+def triton_call(layer: Layer, g: str, T: int, k: int, topk, dev: str, cfg=None):
     """vLLM's data flow: gate_up reads x (T, D) by token id // k; down reads the (T*k, F)
     intermediate by row id (top_k 1)."""
     from moe_triton import DEFAULT_CONFIG, align_block_size, fused_moe_gemm, quant_group
+    cfg = cfg or DEFAULT_CONFIG
     K, N = layer.shapes[g]
-    sorted_ids, expert_ids, padded = align_block_size(topk, layer.w[g].shape[0], DEFAULT_CONFIG["BLOCK_M"])
+    sorted_ids, expert_ids, padded = align_block_size(topk, layer.w[g].shape[0], cfg["BLOCK_M"])
     rows_in = T if g == "gate_up" else T * k
     a_q, a_s = quant_group(torch.randn(rows_in, K, device=dev, dtype=torch.bfloat16))
     c = torch.empty(T * k, N, device=dev, dtype=torch.bfloat16)
     top = k if g == "gate_up" else 1
     return lambda i: fused_moe_gemm(a_q, a_s, layer.wb[g], layer.wbs[g], c, sorted_ids,
-                                    expert_ids, padded, top)
+                                    expert_ids, padded, top, cfg)
 
 
 def small_ops(D: int, F_local: int, T: int, k: int, ids, dev: str) -> dict:
@@ -164,7 +169,7 @@ def check(dev: str, kinds) -> list[dict]:
         torch.manual_seed(1)
         fns = callables(layer, g, T, k, topk, ids, offs, dev, kinds)
         for kind, fn in fns.items():
-            if kind.startswith("dense") or kind == "triton_fp8_block":   # check_triton
+            if kind.startswith(("dense", "triton")):   # the Triton kernel: check_triton
                 continue
             try:
                 y = fn(0).float()
@@ -191,17 +196,19 @@ def _rel_err(kind, layer, g, topk, ids, y) -> dict:
     return {"rel_err": float((y - ref).norm() / ref.norm()), "finite": bool(torch.isfinite(y).all())}
 
 
-def check_triton(dev: str) -> dict:
+def check_triton(dev: str, cfg=None) -> dict:
     """The Triton kernel against an fp32 reference on its own dequantized operands."""
-    from moe_triton import align_block_size, fused_moe_gemm, quant_group, quant_block_weight
+    from moe_triton import (DEFAULT_CONFIG, align_block_size, fused_moe_gemm, quant_block_weight,
+                            quant_group)
     D, N, E, k, T = 384, 256, 8, 2, 200
     w = torch.randn(E, N, D, device=dev, dtype=torch.bfloat16)
     wq, ws = quant_block_weight(w)
     aq, as_ = quant_group(torch.randn(T, D, device=dev, dtype=torch.bfloat16))
     topk = torch.rand(T, E, device=dev).topk(k, dim=1).indices
-    sid, eid, padded = align_block_size(topk, E, 64)
+    cfg = cfg or DEFAULT_CONFIG
+    sid, eid, padded = align_block_size(topk, E, cfg["BLOCK_M"])
     c = torch.full((T * k, N), float("nan"), device=dev, dtype=torch.bfloat16)
-    fused_moe_gemm(aq, as_, wq, ws, c, sid, eid, padded, k)
+    fused_moe_gemm(aq, as_, wq, ws, c, sid, eid, padded, k, cfg)
     a = aq.float() * as_.repeat_interleave(128, 1)[:, :D]
     wd = wq.float() * ws.repeat_interleave(128, 1).repeat_interleave(128, 2)[:, :N, :D]
     ref = torch.einsum("tk,tnk->tn", a.repeat_interleave(k, 0), wd[topk.flatten()])
@@ -247,12 +254,13 @@ def run_shard(timer: Timer, model: str, moe_tp: int, ep: int, tokens, dev: str, 
 
 def summary(recs: list) -> None:
     """TFLOP/s of gate_up + down per shard and T, per kind (printed last)."""
-    print(f"{'shard':32} {'T':>6} " + " ".join(f"{k[:14]:>14}" for k in KINDS) + "   perm+comb ms")
+    kinds = [k for k in KINDS + ("triton_fp8_block_m16",) if any(r["kind"] == k for r in recs)]
+    print(f"{'shard':32} {'T':>6} " + " ".join(f"{k[-14:]:>14}" for k in kinds) + "   perm+comb ms")
     keys = sorted({(r["model"], r["moe_tp"], r["ep"], r["T"]) for r in recs}, key=str)
     for key in keys:
         rs = [r for r in recs if (r["model"], r["moe_tp"], r["ep"], r["T"]) == key]
         row = []
-        for kind in KINDS:
+        for kind in kinds:
             two = [r for r in rs if r["kind"] == kind and r["gemm"] != "-"]
             row.append(sum(r["flops"] for r in two) / sum(r["seconds"] for r in two) / 1e12
                        if len(two) == 2 else float("nan"))
@@ -267,6 +275,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="prompt tokens per step")
+    ap.add_argument("--kinds", default=",".join(KINDS), help="subset of the kinds (+ triton_fp8_block_m16)")
     args = ap.parse_args(argv)
     if torch is None:
         log("torch is not installed")
@@ -274,13 +284,15 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     dev = args.device
     torch.manual_seed(0)
-    kinds = KINDS if dev == "cuda" else ("bf16_grouped", "dense_bf16")
+    kinds = tuple(args.kinds.split(",")) if dev == "cuda" else ("bf16_grouped", "dense_bf16")
     checks = check(dev, kinds)
     if dev == "cuda":
         try:
             checks.append(check_triton(dev))
         except Exception as exc:  # noqa: BLE001
             checks.append({"kind": "triton_fp8_block", "gemm": "check", "error": one_line(exc)})
+    if "triton_fp8_block_m16" in kinds and not any(c["kind"] == "triton_fp8_block" and "error" in c for c in checks):
+        checks.append({**check_triton(dev, SMALL_TILE), "kind": "triton_fp8_block_m16"})
     bad = {c["kind"] for c in checks if "error" in c or (c.get("rel_err") is not None and not c["rel_err"] < 3e-2)}
     kinds = tuple(k for k in kinds if k not in bad)
     for c in checks:
@@ -288,7 +300,7 @@ def main(argv=None) -> int:
     result = {"schema_version": 1, "env": env_section(dev), "args": vars(args), "checks": checks,
               "kinds": list(kinds), "records": [], "skipped": []}
     shards = SHARDS[:1] if args.quick else SHARDS
-    tokens = (64, 128) if args.quick else TOKENS
+    tokens = (64, 128) if args.quick else tuple(int(t) for t in args.tokens.split(","))
     deadline = t0 + args.budget_s
     timer = Timer(dev)
     for model, moe_tp, ep in shards:
