@@ -118,3 +118,21 @@ def test_the_bench_runs_quick_on_the_cpu(tmp_path):
         assert r["seconds"] > 0 and r["flops"] == 2 * r["M"] * r["K"] * r["N"]
     for c in res["checks"]:
         assert c["rel_err"] < 1e-2     # bf16 grouped GEMM against an fp32 reference
+
+
+@pytest.mark.parametrize("tp, ep, share", [(4, 1, 1.0), (4, 4, 0.25), (8, 2, 0.5), (1, 1, 1.0)])
+def test_every_expert_shard_gathers_and_sums_the_rows_routed_to_it(tp, ep, share):
+    # vLLM fused_moe under TP: each rank's moe_sum reads all k*M partial rows (M, k, D) before
+    # the all-reduce; under EP a rank gets the rows of its E/ep experts (core/parallel.py)
+    from perfmodel.core.catalog import load_model
+    from perfmodel.core.ops import ops
+    from perfmodel.core.parallel import shard
+    from perfmodel.core.specs import Deployment, Precision
+    m = load_model("qwen3-235b-a22b")
+    whole = {o.name: o for o in ops(m, Precision.of("fp8"), 1, 4096, 0)}
+    rank = {o.name: o for o in shard(list(whole.values()), m, Deployment(tp=tp, ep=ep), 4096.0)}
+    for name in ("moe_permute", "moe_combine"):
+        assert float(rank[name].cost.act_bytes) == pytest.approx(float(whole[name].cost.act_bytes) * share)
+    # the expert GEMMs themselves stay split over all tp ranks (without EP imbalance)
+    if ep == 1:
+        assert float(rank["experts"].cost.flops) == pytest.approx(float(whole["experts"].cost.flops) / tp)
