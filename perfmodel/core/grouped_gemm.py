@@ -97,8 +97,8 @@ stream bounds it there: calibrate/data/moe-decode-h200-sxm-20261201.json) and Ve
 bf16 Triton fused MoE at (D, F, E, k) = (4096, 1024, 128, 8), 32768 tokens: 313 against 283
 TFLOP/s measured. Taken as a property of the kernel family on every GPU and dtype (an
 assumption: the measurements are Hopper fp8 and bf16). The law before this measurement
-(0.4 x the lower of the dense curve e_gemm(r) and the padded tile) priced these GEMMs 1.6-2.6x
-slower than measured."""
+(0.4 x the lower of the dense curve e_gemm(r) and the padded tile) priced these GEMMs 1.5-3.6x
+slower than measured (median 1.6-2.6x per prompt size)."""
 
 
 def grouped_gemm_efficiency(eff, rows, k: int):
