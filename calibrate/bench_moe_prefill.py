@@ -20,6 +20,7 @@ Kinds, each timed per GEMM (gate_up, down):
            rows padded per expert to BLOCK_M = 64, 1x128 / 128x128 block scales);
   dense_bf16, dense_fp8_row: ONE dense GEMM with the same rows, K and N (same FLOPs): the
            reference rate for that M;
+  triton_fp8_block_m16 (only with --kinds): the same kernel with 16-row tiles (SMALL_TILE);
   permute (x[ids], gather of the routed rows), combine (index_add_ of the k weighted rows
            per token), act (silu(gate) * up): plain eager torch, an upper bound on the engines'
            fused kernels.
