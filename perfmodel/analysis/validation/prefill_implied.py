@@ -66,10 +66,10 @@ def mean_length(length: int, ratio: float) -> float:
 def implied_prefill_s(tpot_s: float, decode_step_s: float, output_tokens: float,
                       concurrency: int) -> float:
     """P_eff = (TPOT - D) * (O - 1) / (C - 1)  (module docstring)."""
-    if concurrency < 2 or output_tokens <= 1:
-        raise PerfModelError(f"an implied prefill needs C >= 2 and O > 1 (got C={concurrency}, "
-                             f"O={output_tokens:g})")
-    if not (tpot_s > decode_step_s > 0):
+    if not (concurrency >= 2 and 1 < output_tokens < math.inf):
+        raise PerfModelError(f"an implied prefill needs C >= 2 and a finite O > 1 (got "
+                             f"C={concurrency}, O={output_tokens:g})")
+    if not (math.inf > tpot_s > decode_step_s > 0):
         raise PerfModelError(f"TPOT {tpot_s:.4g} s is not above the decode step "
                              f"{decode_step_s:.4g} s: no prefill cost to read")
     return ((tpot_s - decode_step_s)       # the prefills' share of each decode step
