@@ -27,6 +27,10 @@ from perfmodel.analysis.validation.serving_table import read_serving  # noqa: E4
 from perfmodel.core.units import MS  # noqa: E402
 
 DEFAULT_BY = "family,engine,moe,gpu,weights,prompt_tokens"
+FIT_HEADER = ("configs", "a", "b = P_eff/P_model", "a (sim)", "b (sim)", "cost b_sim/b",
+              "Q_meas", "Q_sim", "queue sim/meas", "TTFT pred/meas")
+FIT_STATS = ("decode_scale", "ratio", "decode_scale_sim", "ratio_sim", "cost_factor",
+             "q_measured", "q_simulated", "queue_factor", "ttft_ratio")
 HEADER = ("rows", "P_model ms", "prefill share of TPOT", "P_eff/P_model", "P_eff(sim)/P_model", "cost sim/meas",
           "Q_meas", "Q_sim", "queue sim/meas", "TTFT pred/meas")
 
@@ -43,6 +47,16 @@ def _lines(groups, fields, markdown: bool) -> list[str]:
     head = list(fields) + list(HEADER)
     body = [[_cell(k) for k in g.key] + [str(g.n), f"{g.prefill_model_s / MS:.0f}"]
             + [_cell(getattr(g, f)) for f in pi.GROUP_STATS] for g in groups]
+    return _table(head, body, markdown)
+
+
+def _fit_lines(groups, fields, markdown: bool) -> list[str]:
+    body = [[_cell(k) for k in g.key] + [str(g.configs)]
+            + [_cell(getattr(g, f)) for f in FIT_STATS] for g in groups]
+    return _table(list(fields) + list(FIT_HEADER), body, markdown)
+
+
+def _table(head, body, markdown: bool) -> list[str]:
     if markdown:
         out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         return out + ["| " + " | ".join(r) + " |" for r in body]
@@ -60,13 +74,22 @@ def main(argv=None) -> int:
     ap.add_argument("--min-share", type=float, default=0.0,
                     help="group only rows whose prefill share of the measured TPOT is at least "
                          "this (P_eff moves by D's relative error / share)")
+    ap.add_argument("--fit", action="store_true",
+                    help="per configuration, fit TPOT(C) = a D(C) + b (C-1) P_model / (O-1) "
+                         "over its levels and print the medians of a and b per group")
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args(argv)
     pred = pi.load_predictions(a.predictions) if a.predictions else None
     rows, skipped = pi.implied_rows(read_serving(a.data), pred, a.min_concurrency)
     fields = tuple(f.strip() for f in a.by.split(",") if f.strip())
     kept = [r for r in rows if r.share >= a.min_share]
-    print("\n".join(_lines(pi.group(kept, fields), fields, a.markdown)))
+    if a.fit:
+        fits = pi.fit_configs(rows)
+        print("\n".join(_fit_lines(pi.group_fits(fits, fields), fields, a.markdown)))
+        print(f"\n{len(fits)} configurations fitted (>= {pi.MIN_FIT_LEVELS} levels, a and b "
+              "positive)")
+    else:
+        print("\n".join(_lines(pi.group(kept, fields), fields, a.markdown)))
     why = collections.Counter(s.reason.split(":")[0].split(" (")[0][:60] for s in skipped)
     print(f"\n{len(rows)} rows read ({len(kept)} with a prefill share >= {a.min_share:g}), "
           f"{len(skipped)} skipped: "

@@ -72,6 +72,7 @@ def test_any_input_gives_a_positive_finite_prefill_or_a_clean_error(tpot, d, o, 
 
 def _implied(**kw) -> pi.ImpliedRow:
     base = dict(row_id="x", family="aic", model="m", engine="vllm", moe=False, gpu="h100-sxm",
+                parallel="tp1 pp1 ep1 dp1",
                 weights="fp8", prompt_tokens=1024, prompt_mean=1024, output_mean=1024,
                 concurrency=16, decode_step_s=0.020, prefill_model_s=0.5,
                 prefill_implied_s=0.682, measured_ttft_s=1.364, measured_tpot_s=0.030)
@@ -173,3 +174,28 @@ def test_the_script_prints_a_table(tmp_path, capsys):
     assert mod.main(["--data", str(csv), "--by", "engine,moe", "--markdown"]) == 0
     out = capsys.readouterr().out
     assert "| vllm | dense | 2 |" in out and "2 rows read" in out
+    assert mod.main(["--data", str(csv), "--by", "gpu", "--fit"]) == 0
+    assert "0 configurations fitted" in capsys.readouterr().out
+
+
+def test_the_two_factor_fit_recovers_a_decode_scale_and_a_prefill_ratio():
+    """Levels built as TPOT = 0.9 D(C) + 1.5 (C - 1) P / (O - 1) (a decode step 10% slower
+    than the model's would read as a smaller P_eff per row) fit back a = 0.9, b = 1.5; the
+    simulated TPOT built with a = 1, b = 0.75 gives the cost factor 0.5."""
+    P, O = 0.2, 1024.0
+    rows = []
+    for c, d in ((8, 0.010), (32, 0.014), (128, 0.025)):
+        x = (c - 1) * P / (O - 1)
+        rows.append(_implied(concurrency=c, decode_step_s=d, prefill_model_s=P, output_mean=O,
+                             measured_tpot_s=0.9 * d + 1.5 * x, prefill_implied_s=1.0,
+                             predicted_tpot_s=d + 0.75 * x, predicted_ttft_s=0.6))
+    (f,) = pi.fit_configs(rows)
+    assert f.decode_scale == pytest.approx(0.9) and f.ratio == pytest.approx(1.5)
+    assert f.decode_scale_sim == pytest.approx(1.0) and f.ratio_sim == pytest.approx(0.75)
+    assert f.cost_factor == pytest.approx(0.5)
+    # Q_meas = 1.364 / (1.5 x 0.2) = 4.547, Q_sim = 0.6 / (0.75 x 0.2) = 4: queue 0.88
+    assert f.queue_factor == pytest.approx(4.0 / (1.364 / 0.3))
+    assert f.cost_factor * f.queue_factor == pytest.approx(f.ttft_ratio)
+    assert pi.fit_configs(rows[:2]) == []          # two levels: no fit
+    (g,) = pi.group_fits([f], ("engine",))
+    assert g.configs == 1 and g.ratio == pytest.approx(1.5)

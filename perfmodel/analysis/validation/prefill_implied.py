@@ -87,6 +87,7 @@ class ImpliedRow(BaseModel):
     engine: str
     moe: bool
     gpu: str
+    parallel: str = Field(description="tp, pp, ep and attention dp, e.g. 'tp4 pp1 ep4 dp1'.")
     weights: str
     prompt_tokens: int = Field(description="ISL as written (the group key).")
     prompt_mean: float = Field(gt=0, description="Mean prompt under the row's recipe.")
@@ -201,7 +202,8 @@ def _one(t: ServingTarget, sc, predicted: dict) -> ImpliedRow:
     p_eff = implied_prefill_s(r.tpot_s, D, output, t.concurrency)
     ttft, tpot = predicted.get(r.get("id"), (None, None))
     return ImpliedRow(row_id=r.get("id"), family=t.recipe.family, model=t.model,
-                      engine=t.engine, moe=t.moe,
+                      engine=t.engine,
+                      parallel=f"tp{t.tp} pp{t.pp} ep{t.ep} dp{t.attention_dp}", moe=t.moe,
                       gpu=t.gpu, weights=t.weights, prompt_tokens=t.prompt, prompt_mean=prompt,
                       output_mean=output, concurrency=t.concurrency, decode_step_s=D,
                       prefill_model_s=P, prefill_implied_s=p_eff, measured_ttft_s=r.ttft_s,
@@ -277,4 +279,110 @@ def group(rows: list[ImpliedRow], fields: tuple[str, ...]) -> list[ImpliedGroup]
         by.setdefault(tuple(getattr(r, f) for f in fields), []).append(r)
     return [ImpliedGroup(key=k, n=len(g), prefill_model_s=median(r.prefill_model_s for r in g),
                          **{f: _med(getattr(r, f) for r in g) for f in GROUP_STATS})
+            for k, g in sorted(by.items(), key=lambda kv: tuple(map(str, kv[0])))]
+
+
+MIN_FIT_LEVELS = 3
+"""Concurrency levels a configuration needs for the two-factor fit (two unknowns + one)."""
+
+
+class ConfigFit(BaseModel):
+    """One configuration's levels fitted as TPOT(C) = a D(C) + b (C - 1) P_model / (O - 1):
+    a scales the model's decode step, b is P_eff / P_model. D grows slowly with C and the
+    prefill term linearly, so the levels separate them: a uniform error of the decode step
+    lands in a instead of in b (least squares on relative residuals)."""
+
+    model_config = ConfigDict(frozen=True)
+    row: ImpliedRow = Field(description="The configuration's first row (its key fields).")
+    levels: int
+    decode_scale: float = Field(description="a (measured)")
+    ratio: float = Field(description="b = P_eff / P_model (measured)")
+    decode_scale_sim: float | None = Field(default=None, description="a (simulated)")
+    ratio_sim: float | None = Field(default=None, description="b (simulated)")
+    q_measured: float = Field(description="median over the levels of TTFT_meas / (b P_model)")
+    q_simulated: float | None = Field(default=None, description="median over the levels of "
+                                      "TTFT_pred / (b_sim P_model)")
+    ttft_ratio: float | None = Field(default=None, description="median TTFT_pred / TTFT_meas")
+
+    @property
+    def cost_factor(self) -> float | None:
+        """b_sim / b: the simulated prefill cost against the measured one."""
+        return None if self.ratio_sim is None else self.ratio_sim / self.ratio
+
+    @property
+    def queue_factor(self) -> float | None:
+        """Q_sim / Q_meas; TTFT_pred / TTFT_meas = cost_factor x queue_factor per level."""
+        return None if self.q_simulated is None else self.q_simulated / self.q_measured
+
+
+def _fit(rows: list[ImpliedRow], tpots: list[float]) -> tuple[float, float] | None:
+    t = np.asarray(tpots, dtype=float)
+    A = np.stack([[r.decode_step_s for r in rows],
+                  [(r.concurrency - 1) * r.prefill_model_s / (r.output_mean - 1) for r in rows]],
+                 axis=1) / t[:, None]
+    (a, b), *_ = np.linalg.lstsq(A, np.ones(len(rows)), rcond=None)
+    return (float(a), float(b)) if a > 0 and b > 0 and np.isfinite([a, b]).all() else None
+
+
+def fit_configs(rows: list[ImpliedRow]) -> list[ConfigFit]:
+    """The two-factor fit of every configuration with MIN_FIT_LEVELS levels or more whose
+    factors come out positive (ConfigFit); the simulated factors where every level has a
+    prediction."""
+    by: dict[tuple, list[ImpliedRow]] = {}
+    for r in rows:
+        key = r.model_dump(include={"family", "model", "engine", "gpu", "parallel", "weights",
+                                    "prompt_tokens", "output_mean"})
+        by.setdefault(tuple(sorted(key.items())), []).append(r)
+    out = []
+    for g in by.values():
+        if len({r.concurrency for r in g}) < MIN_FIT_LEVELS:
+            continue
+        got = _fit(g, [r.measured_tpot_s for r in g])
+        if got is None:
+            continue
+        sim = None
+        if all(r.predicted_tpot_s and r.predicted_ttft_s for r in g):
+            sim = _fit(g, [r.predicted_tpot_s for r in g])
+        q_sim = None if sim is None else \
+            median(r.predicted_ttft_s / (sim[1] * r.prefill_model_s) for r in g)
+        out.append(ConfigFit(row=g[0], levels=len(g), decode_scale=got[0], ratio=got[1],
+                             decode_scale_sim=sim[0] if sim else None,
+                             ratio_sim=sim[1] if sim else None, q_simulated=q_sim,
+                             q_measured=median(r.measured_ttft_s / (got[1] * r.prefill_model_s)
+                                               for r in g),
+                             ttft_ratio=_med(r.ttft_ratio for r in g)))
+    return out
+
+
+class FitGroup(BaseModel):
+    """Medians of the two-factor fits over the configurations sharing a key."""
+
+    model_config = ConfigDict(frozen=True)
+    key: tuple
+    configs: int
+    decode_scale: float
+    ratio: float
+    decode_scale_sim: float | None
+    ratio_sim: float | None
+    cost_factor: float | None = Field(description="median b_sim / b")
+    q_measured: float
+    q_simulated: float | None
+    queue_factor: float | None = Field(description="median Q_sim / Q_meas")
+    ttft_ratio: float | None = Field(description="median TTFT_pred / TTFT_meas")
+
+
+def group_fits(fits: list[ConfigFit], fields: tuple[str, ...]) -> list[FitGroup]:
+    """Medians per value of the given ImpliedRow fields (of each fit's first row)."""
+    by: dict[tuple, list[ConfigFit]] = {}
+    for f in fits:
+        by.setdefault(tuple(getattr(f.row, k) for k in fields), []).append(f)
+    return [FitGroup(key=k, configs=len(g), decode_scale=median(f.decode_scale for f in g),
+                     ratio=median(f.ratio for f in g),
+                     decode_scale_sim=_med(f.decode_scale_sim for f in g),
+                     ratio_sim=_med(f.ratio_sim for f in g),
+                     cost_factor=_med(f.cost_factor for f in g),
+                     q_measured=median(f.q_measured for f in g),
+                     q_simulated=_med(f.q_simulated for f in g),
+                     queue_factor=_med(f.queue_factor for f in g),
+                     ttft_ratio=_med(f.ttft_ratio for f in g))
             for k, g in sorted(by.items(), key=lambda kv: tuple(map(str, kv[0])))]
