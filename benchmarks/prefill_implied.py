@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import re
 import sys
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
     pred = pi.load_predictions(a.predictions) if a.predictions else None
     rows, skipped = pi.implied_rows(read_serving(a.data), pred, a.min_concurrency)
     fields = tuple(f.strip() for f in a.by.split(",") if f.strip())
-    kept = [r for r in rows if r.share >= a.min_share]
+    kept = [r for r in rows if r.readable and r.share >= a.min_share]
     if a.fit:
         fits = pi.fit_configs(rows)
         print("\n".join(_fit_lines(pi.group_fits(fits, fields), fields, a.markdown)))
@@ -90,9 +91,11 @@ def main(argv=None) -> int:
               "positive)")
     else:
         print("\n".join(_lines(pi.group(kept, fields), fields, a.markdown)))
-    why = collections.Counter(s.reason.split(":")[0].split(" (")[0][:60] for s in skipped)
-    print(f"\n{len(rows)} rows read ({len(kept)} with a prefill share >= {a.min_share:g}), "
-          f"{len(skipped)} skipped: "
+    why = collections.Counter(re.sub(r"\d[\d.e-]*", "N", s.reason) for s in skipped)
+    unread = sum(1 for r in rows if not r.readable)
+    print(f"\n{len(rows)} rows read: {unread} with a measured TPOT not above D (fit only), "
+          f"{len(kept)} readable with a prefill share >= {a.min_share:g}; {len(skipped)} "
+          "skipped: "
           + "; ".join(f"{n} x {w}" for w, n in why.most_common(4)))
     return 0
 

@@ -123,14 +123,16 @@ def test_a_row_built_with_twice_the_models_prefill_reads_twice():
     assert rows[0].ratio == pytest.approx(2.0, rel=1e-6)
 
 
-def test_rows_are_skipped_with_their_reason():
+def test_rows_are_kept_unreadable_or_skipped_with_their_reason():
     rows, skipped = pi.implied_rows(_rows(
         _row(id="fast", silicon_tpot_ms="0.001"),          # TPOT below any decode step
         _row(id="low", batch_size="4"),                     # below MIN_CONCURRENCY: not read
         _row(id="full", batch_size="4096", isl="8192", osl="8192")))   # KV pool overflows
     why = {s.row_id: s.reason for s in skipped}
-    assert not rows and set(why) == {"fast", "full"}
-    assert "not above the decode step" in why["fast"] and "KV pool" in why["full"]
+    assert set(why) == {"full"} and "KV pool" in why["full"]
+    (fast,) = rows                      # kept for the fit, unreadable alone
+    assert fast.row_id == "fast" and not fast.readable and fast.ratio is None
+    assert fast.q_measured is None and pi.group(rows, ("gpu",)) == []
 
 
 def test_predictions_come_from_a_validate_json(tmp_path):
@@ -157,8 +159,9 @@ def test_any_row_gives_an_implied_row_or_a_reason(isl, osl, conc, ttft, tpot, so
                                                source=source)))
     assert len(rows) + len(skipped) <= 1
     for r in rows:
-        assert all(math.isfinite(x) and x > 0 for x in (r.prefill_implied_s, r.ratio,
-                                                         r.q_measured, r.decode_step_s))
+        assert math.isfinite(r.decode_step_s) and r.decode_step_s > 0
+        assert not r.readable or all(math.isfinite(x) and x > 0 for x in (
+            r.prefill_implied_s, r.ratio, r.q_measured))
     assert all(s.reason for s in skipped)
 
 

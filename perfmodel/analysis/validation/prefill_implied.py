@@ -95,16 +95,23 @@ class ImpliedRow(BaseModel):
     concurrency: int = Field(ge=2)
     decode_step_s: float = Field(gt=0, description="D(C): model decode step, mean context.")
     prefill_model_s: float = Field(gt=0, description="P_model: one prompt alone.")
-    prefill_implied_s: float = Field(gt=0, description="P_eff from the measured TPOT.")
+    prefill_implied_s: float | None = Field(
+        default=None, gt=0, description="P_eff from the measured TPOT; None where the measured "
+        "TPOT is not above D (no per-row reading; the level still enters the fit).")
     measured_ttft_s: float = Field(gt=0)
     measured_tpot_s: float = Field(gt=0)
     predicted_ttft_s: float | None = Field(default=None, description="From a validation JSON.")
     predicted_tpot_s: float | None = Field(default=None, description="From a validation JSON.")
 
     @property
-    def ratio(self) -> float:
+    def readable(self) -> bool:
+        """The measured TPOT is above D: P_eff can be read from this row alone."""
+        return self.prefill_implied_s is not None
+
+    @property
+    def ratio(self) -> float | None:
         """P_eff / P_model."""
-        return self.prefill_implied_s / self.prefill_model_s
+        return self.prefill_implied_s / self.prefill_model_s if self.readable else None
 
     @property
     def share(self) -> float:
@@ -131,12 +138,12 @@ class ImpliedRow(BaseModel):
     def cost_factor(self) -> float | None:
         """P_eff(sim) / P_eff: the simulated prefill cost against the measured one."""
         p = self.prefill_implied_sim_s
-        return None if p is None else p / self.prefill_implied_s
+        return None if p is None or not self.readable else p / self.prefill_implied_s
 
     @property
-    def q_measured(self) -> float:
+    def q_measured(self) -> float | None:
         """Q_meas = TTFT_meas / P_eff: prefills waited, measured."""
-        return self.measured_ttft_s / self.prefill_implied_s
+        return self.measured_ttft_s / self.prefill_implied_s if self.readable else None
 
     @property
     def q_simulated(self) -> float | None:
@@ -148,7 +155,7 @@ class ImpliedRow(BaseModel):
     def queue_factor(self) -> float | None:
         """Q_sim / Q_meas. TTFT_pred / TTFT_meas = cost_factor x queue_factor, exactly."""
         q = self.q_simulated
-        return None if q is None else q / self.q_measured
+        return None if q is None or not self.readable else q / self.q_measured
 
     @property
     def ttft_ratio(self) -> float | None:
@@ -199,7 +206,7 @@ def _one(t: ServingTarget, sc, predicted: dict) -> ImpliedRow:
     if not fits:
         raise PerfModelError(f"the KV pool cannot hold C={t.concurrency} requests at "
                              f"{prompt + output:.0f} tokens")
-    p_eff = implied_prefill_s(r.tpot_s, D, output, t.concurrency)
+    p_eff = implied_prefill_s(r.tpot_s, D, output, t.concurrency) if r.tpot_s > D else None
     ttft, tpot = predicted.get(r.get("id"), (None, None))
     return ImpliedRow(row_id=r.get("id"), family=t.recipe.family, model=t.model,
                       engine=t.engine,
@@ -213,8 +220,9 @@ def _one(t: ServingTarget, sc, predicted: dict) -> ImpliedRow:
 
 def implied_rows(rows: Iterable[ServingMeasurement], predicted: dict | None = None,
                  min_concurrency: int = MIN_CONCURRENCY) -> tuple[list[ImpliedRow], list[Skipped]]:
-    """The aggregated rows at C >= min_concurrency with their implied prefill; every other
-    mapped aggregated row is skipped with its reason. `predicted`: row id -> (TTFT_pred s,
+    """The aggregated rows at C >= min_concurrency with their implied prefill (None where
+    the measured TPOT is not above D); rows whose KV pool overflows or that the model refuses
+    are skipped with their reason. `predicted`: row id -> (TTFT_pred s,
     TPOT_pred s) (load_predictions)."""
     from perfmodel.analysis.validation.serving_predict import _Specs   # noqa: PLC0415
     predicted = predicted or {}
@@ -273,9 +281,9 @@ def _med(xs) -> float | None:
 
 
 def group(rows: list[ImpliedRow], fields: tuple[str, ...]) -> list[ImpliedGroup]:
-    """Medians per value of the given ImpliedRow fields, sorted by key."""
+    """Medians per value of the given ImpliedRow fields over the readable rows, sorted by key."""
     by: dict[tuple, list[ImpliedRow]] = {}
-    for r in rows:
+    for r in (r for r in rows if r.readable):
         by.setdefault(tuple(getattr(r, f) for f in fields), []).append(r)
     return [ImpliedGroup(key=k, n=len(g), prefill_model_s=median(r.prefill_model_s for r in g),
                          **{f: _med(getattr(r, f) for r in g) for f in GROUP_STATS})
