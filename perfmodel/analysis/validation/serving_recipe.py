@@ -49,15 +49,14 @@ Families (first word of `source`):
   `--scheduler-recv-interval 10` at every concurrency (INFERENCEMAX_SGLANG_DISAGG_RECV_*).
 Rows of any other source keep the plain recipe (fixed lengths, engine defaults).
 
-Provenance: an "aic" source that names a container ("aic gap analysis measured <date> image
+Provenance: an "aic" source that names a container ("aic ... measured <date> image
 image=<docker image>", vLLM and SGLang public images; 661 aggregated rows) is an InferenceMAX
 measurement copied into AIConfigurator's file, and gets the InferenceMAX recipe. Evidence in
 the shipped file (tests/test_serving_recipe.py counts it): 254 groups of 540 rows carry the
 same measured TTFT and TPOT (to 1e-6 ms), every group holds an image= row, and each of the
 126 pairs of an image= row with a "db-dump/" row agrees on measurement date and image (e.g.
-minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c64_cfg691 and
-2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c64_tp4_ep4_1392, measured 2026-04-03
-on vllm/vllm-openai:v0.19.0-cu130); no "aic" row without image= has such a twin; and the
+MiniMax-M2.5 fp8 on 4 x B200, vLLM 1024/1024 at C=64, measured 2026-04-03 on vLLM 0.19.0: the
+same TTFT and TPOT under both sources); no "aic" row without image= has such a twin; and the
 image= rows run only InferenceX's length grid (1k/1k, 8k/1k, 1k/8k), while AIConfigurator's
 own sweeps run many others.
 """
