@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from perfmodel.analysis.validation import prefill_implied as pi  # noqa: E402
 from perfmodel.analysis.validation.serving_run import DEFAULT_SERVING  # noqa: E402
 from perfmodel.analysis.validation.serving_table import read_serving  # noqa: E402
+from perfmodel.core.errors import PerfModelError  # noqa: E402
 from perfmodel.core.units import MS  # noqa: E402
 
 DEFAULT_BY = "family,engine,moe,gpu,weights,prompt_tokens"
@@ -80,9 +81,17 @@ def main(argv=None) -> int:
                          "over its levels and print the medians of a and b per group")
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args(argv)
-    pred = pi.load_predictions(a.predictions) if a.predictions else None
-    rows, skipped = pi.implied_rows(read_serving(a.data), pred, a.min_concurrency)
-    fields = tuple(f.strip() for f in a.by.split(",") if f.strip())
+    try:
+        fields = tuple(f.strip() for f in a.by.split(",") if f.strip())
+        bad = [f for f in fields if f not in pi.ImpliedRow.model_fields]
+        if bad or not fields:
+            raise PerfModelError(f"--by: unknown field(s) {', '.join(bad) or '(none given)'}; "
+                                 f"known: {', '.join(pi.ImpliedRow.model_fields)}")
+        pred = pi.load_predictions(a.predictions) if a.predictions else None
+        rows, skipped = pi.implied_rows(read_serving(a.data), pred, a.min_concurrency)
+    except PerfModelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     kept = [r for r in rows if r.readable and r.share >= a.min_share]
     if a.fit:
         fits = pi.fit_configs(rows)

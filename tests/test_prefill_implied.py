@@ -142,7 +142,8 @@ def test_predictions_come_from_a_validate_json(tmp_path):
         {"row_id": "u", "predicted_ttft_s": None, "predicted_tpot_s": None}]}}))
     assert pi.load_predictions(p) == {"r": (0.3, 0.02)}
     (tmp_path / "bad.json").write_text("[1, 2]")
-    for bad in (tmp_path / "bad.json", tmp_path / "missing.json"):
+    (tmp_path / "rows.json").write_text('{"serving": {"rows": [1, {"predicted_ttft_s": 1}]}}')
+    for bad in (tmp_path / "bad.json", tmp_path / "missing.json", tmp_path / "rows.json"):
         with pytest.raises(PerfModelError):
             pi.load_predictions(bad)
 
@@ -179,6 +180,9 @@ def test_the_script_prints_a_table(tmp_path, capsys):
     assert "| vllm | dense | 2 |" in out and "2 rows read" in out
     assert mod.main(["--data", str(csv), "--by", "gpu", "--fit"]) == 0
     assert "0 configurations fitted" in capsys.readouterr().out
+    assert mod.main(["--data", str(tmp_path / "none.csv")]) == 2
+    assert mod.main(["--data", str(csv), "--by", "colour"]) == 2
+    assert "unknown field(s) colour" in capsys.readouterr().err
 
 
 def test_the_two_factor_fit_recovers_a_decode_scale_and_a_prefill_ratio():

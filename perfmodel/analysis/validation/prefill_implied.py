@@ -248,10 +248,10 @@ def load_predictions(path: str | Path) -> dict[str, tuple[float, float]]:
     """Row id -> (predicted TTFT s, predicted TPOT s) from `perfmodel validate --json`."""
     try:
         rows = json.loads(Path(path).read_text())["serving"]["rows"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return {r["row_id"]: (float(r["predicted_ttft_s"]), float(r["predicted_tpot_s"]))
+                for r in rows if r.get("predicted_ttft_s") and r.get("predicted_tpot_s")}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise PerfModelError(f"{path}: not a `perfmodel validate --json` result ({exc})") from exc
-    return {r["row_id"]: (r["predicted_ttft_s"], r["predicted_tpot_s"]) for r in rows
-            if r.get("predicted_ttft_s") and r.get("predicted_tpot_s")}
 
 
 class ImpliedGroup(BaseModel):
