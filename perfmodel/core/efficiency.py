@@ -40,6 +40,7 @@ of the validation table):
 
 from __future__ import annotations
 
+from perfmodel.core.efficiency_spec import HOPPER_GROUPED_KERNEL_FRACTION
 from perfmodel.core.specs import Efficiency, GemmCurve, HardwareSpec
 
 # achieved / peak streaming bandwidth by memory technology
@@ -79,6 +80,32 @@ HOPPER_GEMM_BY_DTYPE = {
 }
 
 
+BLACKWELL_DC_GPUS = frozenset({"b100", "b200", "b300", "gb200", "gb300"})
+"""NVIDIA datacenter Blackwell (sm_100/sm_103): one tensor-core generation and one family of MoE
+kernels (FlashInfer/TRT-LLM CUTLASS and trtllm-gen grouped GEMMs, CuTe DSL); the workstation
+parts (sm_120: RTX 5090, RTX PRO 6000, GB10) have other kernels and keep the Hopper law."""
+
+BLACKWELL_GROUPED_KERNEL_FRACTION = 0.25
+"""Efficiency.grouped_kernel_fraction on datacenter Blackwell: the fused MoE GEMMs reach a much
+smaller fraction of Blackwell's 2.3x larger peak than vLLM's Triton kernel does of Hopper's
+(HOPPER_GROUPED_KERNEL_FRACTION 0.465). What each published measurement implies, solving the
+model's own grouped-GEMM law (core/grouped_gemm.py, at the card's peak, gemm_max 0.75, depth
+law and weight stream; calibrate/fit_moe_blackwell.py) for the fraction that gives the
+measured time; 512 rows per expert unless noted:
+- flashinfer PR #5301 (benchmarks/bench_moe_deepseek.py; one B300 SXM6, CUDA 13.2): TRT-LLM
+  NVFP4 MoE (trtllm-gen), DeepSeek-V3 shard of EP8 (32 of 256 experts, D 7168, F 2048, k 8):
+  16384 tokens 0.6226 ms (2318 TFLOP/s) -> 0.25; 8192 tokens (256 rows) 0.3855 ms -> 0.22;
+  the 8192 extra tokens alone (0.2371 ms, fixed routing/launch costs cancel) -> 0.31.
+- "TFLOPS Gap: Why FP4 MoE Kernel Engineering Matters on Blackwell" (Hugging Face blog, one
+  B200): NVFP4 grouped MoE, E 32, k 4, D 2880, F 7680, 4096 tokens: SGLang 1262, FlashInfer
+  CuTe DSL 1225, vLLM 1117 TFLOP/s -> 0.20, 0.20, 0.18.
+The timed calls include routing, activation quantization and the finalize sum, which the model
+prices as ops of their own, so the whole-call values (0.18-0.25) are lower bounds and the
+marginal 0.31 an upper one: 0.25, their middle (0.19 of the fp4 peak at full tiles and deep
+K, against 0.31 of the fp8 peak on the H200). Taken for every dtype (an assumption: the
+sources are NVFP4; no fp8 grouped-MoE time at prompt sizes on Blackwell was found)."""
+
+
 def default_efficiency(hw: HardwareSpec) -> Efficiency:
     """Mid-range defaults for this chip's vendor and memory type (see module docstring)."""
     mem_factor, gemm_max, half_m, attn, kernel_s, link = VENDOR[hw.vendor]
@@ -91,5 +118,7 @@ def default_efficiency(hw: HardwareSpec) -> Efficiency:
         kernel_s=kernel_s,
         link_fraction=link,
         gemm_by_dtype=HOPPER_GEMM_BY_DTYPE if hw.id in HOPPER_GPUS else {},
+        grouped_kernel_fraction=(BLACKWELL_GROUPED_KERNEL_FRACTION if hw.id in BLACKWELL_DC_GPUS
+                                 else HOPPER_GROUPED_KERNEL_FRACTION),
         source=f"defaults for vendor={hw.vendor}, memory={hw.memory_type} (perfmodel/core/efficiency.py)",
     )

@@ -11,6 +11,12 @@ from perfmodel.core.spec_base import Spec
 _OLD_EFFICIENCY_NAMES = {"mem_bw": "mem_bw_fraction", "link": "link_fraction"}
 
 
+HOPPER_GROUPED_KERNEL_FRACTION = 0.465
+"""Fraction of the dense gemm_max that the fused MoE GEMM reaches on Hopper, once its tile
+padding and reduction depth are priced: fit to one H200 (core/grouped_gemm.py,
+calibrate/MOE_PREFILL_NOTES.md). The default of Efficiency.grouped_kernel_fraction."""
+
+
 GEMM_KIND_FALLBACK = {"fp8_block": "fp8"}
 """A GEMM kind without its own curve takes this kind's curve before the default one."""
 
@@ -41,6 +47,11 @@ class Efficiency(Spec):
         gt=0, le=1, validation_alias=AliasChoices("link_fraction", "link"),
         description="Achieved / peak link bandwidth for collectives (YAML key link accepted "
                     "for one release).")
+    grouped_kernel_fraction: float = Field(
+        default=HOPPER_GROUPED_KERNEL_FRACTION, gt=0, le=1,
+        description="Fraction of gemm_max the fused MoE (grouped expert) GEMM reaches at full "
+                    "tiles and deep K (core/grouped_gemm.py): a property of the GPU "
+                    "generation's MoE kernels (core/efficiency.py).")
     gemm_by_dtype: dict[str, GemmCurve] = Field(
         default_factory=dict, description="GEMM curves per matmul kind that differ from "
         "gemm_max/gemm_half_m: a compute dtype (fp8, int8, ...) or fp8_block (fp8 with 1x128 "

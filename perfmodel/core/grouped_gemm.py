@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfmodel.core.efficiency_spec import HOPPER_GROUPED_KERNEL_FRACTION
 from perfmodel.core.specs import Deployment, ModelSpec
 
 DEPTH_HALF_K = 430.0
@@ -81,7 +82,7 @@ SGLang's copy of the kernel does the same. moe_align_block_size pads every exper
 multiple of it, so each touched expert computes whole tiles."""
 GROUPED_SMALL_TILE_ROWS = 16.0
 """The same heuristic's tile for decode-sized batches (M <= E: BLOCK_SIZE_M = 16)."""
-GROUPED_KERNEL_FRACTION = 0.465
+GROUPED_KERNEL_FRACTION = HOPPER_GROUPED_KERNEL_FRACTION
 """What the fused MoE GEMM (rows gathered by expert, padded to whole tiles) reaches of the dense
 GEMM's gemm_max, once its tile padding and reduction depth are priced. Measured on one H200
 (calibrate/MOE_PREFILL_NOTES.md, calibrate/data/moe-prefill-h200-sxm-20261201.json): a
@@ -95,8 +96,10 @@ GEMM of the same rows); median |error| 5%, max 27%, every prompt size's median w
 The same law predicts the kernel at 32-512 tokens at 0.87-0.94 of its time (median per size; the weight
 stream bounds it there: calibrate/data/moe-decode-h200-sxm-20261201.json) and VeOmni PR #460's H100
 bf16 Triton fused MoE at (D, F, E, k) = (4096, 1024, 128, 8), 32768 tokens: 313 against 283
-TFLOP/s measured. Taken as a property of the kernel family on every GPU and dtype (an
-assumption: the measurements are Hopper fp8 and bf16). The law before this measurement
+TFLOP/s measured. Taken for every GPU and dtype but datacenter Blackwell, whose MoE kernels
+reach a smaller fraction of their 2.3x larger peak (Efficiency.grouped_kernel_fraction,
+core/efficiency.py BLACKWELL_GROUPED_KERNEL_FRACTION; an assumption elsewhere: the
+measurements are Hopper fp8 and bf16). The law before this measurement
 (0.4 x the lower of the dense curve e_gemm(r) and the padded tile) priced these GEMMs 1.5-3.6x
 slower than measured (median 1.6-2.6x per prompt size)."""
 
@@ -104,15 +107,15 @@ slower than measured (median 1.6-2.6x per prompt size)."""
 def grouped_gemm_efficiency(eff, rows, k: int):
     """Fraction of peak of the routed-expert GEMM when each touched expert computes `rows` token
     rows on average, padded to whole tiles of b rows:
-        e = GROUPED_KERNEL_FRACTION * gemm_max * r / max(b, r + b/2)
-    (a touched expert with fewer than b rows computes one full tile; beyond, the last tile is
-    on average half empty). b = GROUPED_SMALL_TILE_ROWS while r <= k (M <= E tokens, where
+        e = f * gemm_max * r / max(b, r + b/2),   f = eff.grouped_kernel_fraction
+    (GROUPED_KERNEL_FRACTION but on datacenter Blackwell; a touched expert with fewer than b
+    rows computes one full tile; beyond, the last tile is on average half empty). b = GROUPED_SMALL_TILE_ROWS while r <= k (M <= E tokens, where
     r ~ M*k/E), else GROUPED_TILE_ROWS. The reduction depth is expert_depth_factor's.
     Worked number: Qwen3.5-397B (E=512, k=10) on an 8192-token prompt, H100 bf16: r = 160 rows,
     e = 0.465 * 0.75 * 160/192 = 0.29."""
     r = np.maximum(np.asarray(rows, dtype=float), 1.0)
     b = np.where(r <= k, GROUPED_SMALL_TILE_ROWS, GROUPED_TILE_ROWS)
-    return GROUPED_KERNEL_FRACTION * eff.gemm_max * r / np.maximum(b, r + b / 2)
+    return eff.grouped_kernel_fraction * eff.gemm_max * r / np.maximum(b, r + b / 2)
 
 
 # ----------------------------------------------------------------------------- weight streaming
