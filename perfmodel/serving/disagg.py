@@ -39,6 +39,7 @@ from perfmodel.core.errors import PerfModelError
 from perfmodel.core.predict import Scenario
 from perfmodel.serving.disagg_bundle import (BundledCost, bundle_size, bundled_policy,
                                              step_requests)
+from perfmodel.serving.disagg_exchange import with_exchange
 from perfmodel.serving.disagg_transfer import pool_link, schedule_transfers, transfer_s
 from perfmodel.serving.scheduler import Policy, simulate
 from perfmodel.serving.simulate import (ServePoint, _cost, _pct, _policy, _weighted_pct,
@@ -204,7 +205,8 @@ def _pool(sc: Scenario, layout: PoolLayout, conc: int | None, *, prompt: int, ou
                                   overhead=overhead)
     if pol is None:
         return None, reason, False
-    return _Pool(sc=sc, layout=layout, cost=_cost(sc, [wl], [pol]), pol=pol), reason, fits
+    cost = with_exchange(_cost(sc, [wl], [pol]), sc)
+    return _Pool(sc=sc, layout=layout, cost=cost, pol=pol), reason, fits
 
 
 def _desc(lay: PoolLayout) -> str:
@@ -235,8 +237,8 @@ def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_la
                                  f"of one request: {dp[1]}")
         plans.append((pp, dp))
     dec = graphs_cover(dec)
-    pcost = _cost(pre, [p[3] for p, _ in plans], [p[0] for p, _ in plans])
-    dcost = _cost(dec, [d[3] for _, d in plans], [d[0] for _, d in plans])
+    pcost = with_exchange(_cost(pre, [p[3] for p, _ in plans], [p[0] for p, _ in plans]), pre)
+    dcost = with_exchange(_cost(dec, [d[3] for _, d in plans], [d[0] for _, d in plans]), dec)
     out = []
     for wl, (pp, dp) in zip(workloads, plans):
         pf = _Pool(sc=pre, layout=pre_layout, cost=pcost, pol=pp[0])
