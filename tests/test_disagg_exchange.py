@@ -14,7 +14,6 @@ from perfmodel import api
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.resolve import resolve
 from perfmodel.serving import disagg
-from perfmodel.serving.disagg import PoolLayout, _pool
 from perfmodel.serving.disagg_exchange import (EXCHANGE_S, ExchangeCost, exchange_extra_s,
                                                exchange_s, with_exchange)
 
@@ -106,13 +105,20 @@ def test_a_lone_request_pays_the_floor_on_each_decode_step(monkeypatch):
         exchange_extra_s(sc, 1) * 63 / 64, rel=1e-6)
 
 
-def test_pool_of_a_dp_ep_worker_carries_the_floor():
-    sc, _, _ = resolve(DSV3, "gb200", weights="fp4", kv="fp8", engine="sglang", tp=1, dp=32,
-                       ep=32)
-    pool, _, _ = _pool(sc, PoolLayout(workers=1, dp=32, ep=32), 64, prompt=1025, output=64,
-                       share=64, overhead=False)
-    assert isinstance(pool.cost, ExchangeCost)
-    assert pool.cost.extra_s(1) == pytest.approx(exchange_extra_s(sc, 1))
+def test_only_the_decode_pool_pays_it(monkeypatch):
+    # prefill and decode pools both tp1 x dp8 x EP8: a lone request's TTFT (prefill + KV
+    # transfer + the decode worker's first step, a one-token chunk) moves by exactly the
+    # decode step's extra at one token row; the prefill steps are untouched
+    sc, _, _ = resolve(DSV3, "b200", weights="fp8", kv="fp8", engine="trtllm", tp=1, dp=8,
+                       ep=8)
+    pool = dict(workers=1, tp=1, dp=8, ep=8)
+    kw = dict(prefill=pool, decode=pool, weights="fp8", kv="fp8", engine="trtllm",
+              trace=[(0.0, 1024, 9)])
+    with_term = api.serve_disagg(DSV3, "b200", **kw).points[0]
+    monkeypatch.setattr(disagg, "with_exchange", lambda cost, sc: cost)
+    without = api.serve_disagg(DSV3, "b200", **kw).points[0]
+    assert with_term.ttft_p50_s - without.ttft_p50_s == pytest.approx(exchange_extra_s(sc, 1),
+                                                                       rel=1e-6)
 
 
 @given(tokens=st.floats(min_value=-1e3, max_value=1e9, allow_nan=False),

@@ -205,8 +205,7 @@ def _pool(sc: Scenario, layout: PoolLayout, conc: int | None, *, prompt: int, ou
                                   overhead=overhead)
     if pol is None:
         return None, reason, False
-    cost = with_exchange(_cost(sc, [wl], [pol]), sc)
-    return _Pool(sc=sc, layout=layout, cost=cost, pol=pol), reason, fits
+    return _Pool(sc=sc, layout=layout, cost=_cost(sc, [wl], [pol]), pol=pol), reason, fits
 
 
 def _desc(lay: PoolLayout) -> str:
@@ -237,7 +236,7 @@ def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_la
                                  f"of one request: {dp[1]}")
         plans.append((pp, dp))
     dec = graphs_cover(dec)
-    pcost = with_exchange(_cost(pre, [p[3] for p, _ in plans], [p[0] for p, _ in plans]), pre)
+    pcost = _cost(pre, [p[3] for p, _ in plans], [p[0] for p, _ in plans])
     dcost = with_exchange(_cost(dec, [d[3] for _, d in plans], [d[0] for _, d in plans]), dec)
     out = []
     for wl, (pp, dp) in zip(workloads, plans):

@@ -33,10 +33,13 @@ table) nothing is added. Worked number, DeepSeek-V3 (58 MoE layers) on GB200 at 
 EP 32, one token per rank: measured 51.2 us, the core's 2 calls x 2 hops x 3 us = 12 us plus
 < 0.5 us of bytes, so about 58 x 38.9 us = 2.26 ms per step.
 
-Scope (assumption, stated): the same kernels run on an aggregated attention-DP x EP server;
-this term is applied to the disaggregated pools only, because this round's aggregated
-predictions must stay unchanged. It belongs in core/parallel.comm_times for every dp > 1,
-ep > 1 step (11 aggregated rows of the serving file have such a layout). SGLang's DeepEP
+Scope (stated): the same kernels run on an attention-DP x EP prefill worker and on an
+aggregated attention-DP x EP server; this term is applied to the disaggregated decode pool
+only (serving/disagg.simulate_disagg), the decode-worker cost this module was written for,
+while aggregated predictions stay unchanged this round. It belongs in core/parallel.comm_times
+for every dp > 1, ep > 1 step (11 aggregated rows of the serving file have such a layout;
+on the prefill pools it moved the disaggregated TTFT median from 59.0% to 59.8%: docs/
+disagg_decode.md). SGLang's DeepEP
 low-latency kernels over NVLink are assumed to have the same floor (no NVLink measurement of
 theirs was found; DeepEP's README measures them only over RDMA, where they are slower).
 """
