@@ -12,6 +12,8 @@ and the KV cache moved between them. Two runs of the one scheduler simulation
    workers as a replayed trace: a request of P prompt tokens and O outputs becomes P+1 tokens
    of which P are already cached (its KV arrived) and O-1 outputs, so its first step there
    computes token 2 next to the running decodes, exactly as a decode step.
+   An attention-DP x EP decode worker's steps also pay the measured MoE dispatch/combine
+   time beyond the core's all-to-all (serving/disagg_exchange.py).
 
 Metrics (the keys of api.serve): the client's token stream comes from the decode worker
 (Dynamo's disaggregation design, docs/design_docs/disagg_serving.md: the router sends the

@@ -1,4 +1,4 @@
-"""The fixed cost of the MoE dispatch/combine kernels on an attention-DP x EP worker.
+"""The measured MoE dispatch/combine time of an attention-DP x EP decode worker.
 
 With attention data parallelism (dp > 1) and expert parallelism (ep > 1) every MoE layer of
 every step sends each rank's tokens to the ranks owning their experts (dispatch) and pulls the
@@ -17,31 +17,30 @@ their launch dominate:
     at EP 32: 51.2, 55.7, 78.9, 212.1, 743.2 us.
 
 EXCHANGE_S holds the blog's dispatch + combine times (EP 8/16/32/64 x 1..2048 tokens per
-rank). A step of M token rows (all dp ranks; M / (tp x dp) tokens per rank) pays, beyond the
-core's all-to-all,
+rank). A step of M token rows (all dp ranks) pays, beyond the core's all-to-all,
 
-    extra(M) = moe_layers x max(0, measured(M / (tp x dp), ep) - a2a(M))
+    extra(M) = moe_layers x max(0, measured(load x M / (tp x dp), ep) - a2a(M))
 
 with a2a(M) the core's dispatch + combine of one MoE layer (core/parallel.comm_times'
 ep_alltoall over the MoE layers: bytes over the link x link efficiency, the busiest rank,
 A2A_LATENCY_HOPS latencies) and `measured` interpolated on log2 tokens and log2 EP, clamped
 to the measured range. The blog's runs route perfectly evenly (its reproduction command:
 bench_moe_comm.py --perfect_router); the core's routing is uniform at random and the busiest
-EP rank receives `load` times the mean (core/expert_load.py), so the table is read at
-load x M / (tp x dp) tokens, the busiest rank's share. Where the core already charges more (a slower link, tokens past the
+EP rank receives `load` times the mean (core/expert_load.py), so the table is read at the
+busiest rank's share. Where the core already charges more (a slower link, tokens past the
 table) nothing is added. Worked number, DeepSeek-V3 (58 MoE layers) on GB200 at tp1 x dp32,
-EP 32, one token per rank: measured 51.2 us, the core's 2 calls x 2 hops x 3 us = 12 us plus
-< 0.5 us of bytes, so about 58 x 38.9 us = 2.26 ms per step.
+EP 32, one token per rank (the busiest rank ~2.5): measured ~51.0 us, the core's 2 calls x
+2 hops x 3 us = 12 us plus < 1 us of bytes, so about 58 x 38.5 us = 2.23 ms per step.
 
 Scope (stated): the same kernels run on an attention-DP x EP prefill worker and on an
 aggregated attention-DP x EP server; this term is applied to the disaggregated decode pool
 only (serving/disagg.simulate_disagg), the decode-worker cost this module was written for,
-while aggregated predictions stay unchanged this round. It belongs in core/parallel.comm_times
-for every dp > 1, ep > 1 step (11 aggregated rows of the serving file have such a layout;
-on the prefill pools it moved the disaggregated TTFT median from 59.0% to 59.8%: docs/
-disagg_decode.md). SGLang's DeepEP
-low-latency kernels over NVLink are assumed to have the same floor (no NVLink measurement of
-theirs was found; DeepEP's README measures them only over RDMA, where they are slower).
+while aggregated predictions stay unchanged this round. It belongs in
+core/parallel.comm_times for every dp > 1, ep > 1 step (11 aggregated rows of the serving
+file have such a layout; applied to the prefill pools too it moved the disaggregated TTFT
+median from 59.0% to 59.8%: docs/disagg_decode.md). SGLang's DeepEP low-latency kernels over
+NVLink are assumed to take the same time (no NVLink measurement of theirs was found; DeepEP's
+README measures them only over RDMA, where they are slower).
 """
 
 from __future__ import annotations
