@@ -12,8 +12,6 @@ and the KV cache moved between them. Two runs of the one scheduler simulation
    workers as a replayed trace: a request of P prompt tokens and O outputs becomes P+1 tokens
    of which P are already cached (its KV arrived) and O-1 outputs, so its first step there
    computes token 2 next to the running decodes, exactly as a decode step.
-   An attention-DP x EP decode worker's steps also pay the measured MoE dispatch/combine
-   time beyond the core's all-to-all (serving/disagg_exchange.py).
 
 Metrics (the keys of api.serve): the client's token stream comes from the decode worker
 (Dynamo's disaggregation design, docs/design_docs/disagg_serving.md: the router sends the
@@ -41,7 +39,6 @@ from perfmodel.core.errors import PerfModelError
 from perfmodel.core.predict import Scenario
 from perfmodel.serving.disagg_bundle import (BundledCost, bundle_size, bundled_policy,
                                              step_requests)
-from perfmodel.serving.disagg_exchange import with_exchange
 from perfmodel.serving.disagg_transfer import pool_link, schedule_transfers, transfer_s
 from perfmodel.serving.scheduler import Policy, simulate
 from perfmodel.serving.simulate import (ServePoint, _cost, _pct, _policy, _weighted_pct,
@@ -239,7 +236,7 @@ def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_la
         plans.append((pp, dp))
     dec = graphs_cover(dec)
     pcost = _cost(pre, [p[3] for p, _ in plans], [p[0] for p, _ in plans])
-    dcost = with_exchange(_cost(dec, [d[3] for _, d in plans], [d[0] for _, d in plans]), dec)
+    dcost = _cost(dec, [d[3] for _, d in plans], [d[0] for _, d in plans])
     out = []
     for wl, (pp, dp) in zip(workloads, plans):
         pf = _Pool(sc=pre, layout=pre_layout, cost=pcost, pol=pp[0])
