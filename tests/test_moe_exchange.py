@@ -1,5 +1,6 @@
 """The measured dispatch/combine floor under the ep all-to-all of attention-DP x EP steps
-(perfmodel/core/moe_exchange.py, core/parallel.comm_times): aggregated servers, prefill and
+of engines with one-sided exchange kernels (perfmodel/core/moe_exchange.py,
+core/parallel.comm_times, EngineProfile.moe_a2a_kernels): aggregated servers, prefill and
 decode pools alike."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from perfmodel import api
 from perfmodel.core import parallel
+from perfmodel.core.engines import load_engine
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.moe_exchange import EXCHANGE_US, exchange_s
 from perfmodel.core.parallel import alltoall_s, busiest_rank_ratios, comm_times
@@ -24,10 +26,10 @@ DSV3 = "deepseek-v3"
 DSV3_MOE_LAYERS = 58   # DeepSeek-V3 config.json: 61 layers, first_k_dense_replace 3
 
 
-def _a2a(sc, rows):
+def _a2a(sc, rows, one_sided=True):
     """The ep_alltoall op of comm_times at `rows` token rows (all dp ranks)."""
-    return dict(comm_times(sc.model, sc.hw, sc.eff, sc.dep, np.asarray(rows, dtype=float)))[
-        "ep_alltoall"]
+    return dict(comm_times(sc.model, sc.hw, sc.eff, sc.dep, np.asarray(rows, dtype=float),
+                           one_sided_a2a=one_sided))["ep_alltoall"]
 
 
 @pytest.fixture
@@ -78,9 +80,9 @@ def test_deepseek_on_gb200_dp32_ep32_by_hand(no_floor):
 def test_no_floor_outside_attention_dp_times_ep(model, kw, no_floor):
     sc, _, _ = resolve(model, "b200", weights="fp8", engine="trtllm", **kw)
     rows = np.array([1.0, 64.0, 4096.0])
-    before = dict(comm_times(sc.model, sc.hw, sc.eff, sc.dep, rows))
+    before = dict(comm_times(sc.model, sc.hw, sc.eff, sc.dep, rows, one_sided_a2a=True))
     no_floor()
-    after = dict(comm_times(sc.model, sc.hw, sc.eff, sc.dep, rows))
+    after = dict(comm_times(sc.model, sc.hw, sc.eff, sc.dep, rows, one_sided_a2a=True))
     assert before.keys() == after.keys()
     for name in before:
         assert np.array_equal(before[name], after[name]), name
@@ -175,7 +177,8 @@ def test_the_all_to_all_is_the_larger_of_core_and_measured_or_a_clean_refusal(tp
     try:
         sc, _, _ = resolve(DSV3, gpu, weights="fp8", engine="trtllm", tp=tp, dp=dp, ep=ep)
         M = np.array([max(rows, 0.0), 1.0])
-        comm = dict(comm_times(sc.model, sc.hw, sc.eff, sc.dep, M))
+        comm = dict(comm_times(sc.model, sc.hw, sc.eff, sc.dep, M, one_sided_a2a=True))
+        collective = dict(comm_times(sc.model, sc.hw, sc.eff, sc.dep, M))
     except PerfModelError:
         return
     m, dep = sc.model, sc.dep
@@ -192,3 +195,29 @@ def test_the_all_to_all_is_the_larger_of_core_and_measured_or_a_clean_refusal(tp
         assert np.allclose(got, np.maximum(core, measured), rtol=1e-9)
     else:
         assert np.allclose(got, core, rtol=1e-9)
+    # collective exchange kernels (vLLM's default): the core's estimate alone
+    assert np.allclose(collective["ep_alltoall"] / m.num_moe_layers, core, rtol=1e-9)
+
+
+def test_engines_exchange_kernels():
+    # TensorRT-LLM tech blog 18: NVLinkOneSided AlltoAll under attention DP; SGLang's large-EP
+    # deployments run DeepEP low-latency (assumption, engines.py); vLLM's default
+    # VLLM_ALL2ALL_BACKEND is allgather_reducescatter (vllm/envs.py)
+    assert load_engine("trtllm").moe_a2a_kernels == "one_sided"
+    assert load_engine("sglang").moe_a2a_kernels == "one_sided"
+    assert load_engine("vllm").moe_a2a_kernels == "collective"
+
+
+def test_a_collective_engine_keeps_the_cores_all_to_all():
+    # the same tp1 x dp8 x EP8 decode step under vLLM: its ep_alltoall op is the core's
+    # bytes and latencies (2 calls x 2 hops x the NVLink latency + bytes), well under the
+    # blog's ~50 us per layer that TensorRT-LLM's step pays
+    kw = dict(weights="fp8", kv="fp8", tp=1, dp=8, ep=8)
+    vllm, _, _ = resolve(DSV3, "b200", engine="vllm", **kw)
+    trt, _, _ = resolve(DSV3, "b200", engine="trtllm", **kw)
+    a2a = {}
+    for name, sc in (("vllm", vllm), ("trtllm", trt)):
+        a2a[name] = float(next(o for o in step(sc, 8, 1, 2048).ops
+                               if o.name == "ep_alltoall").time_s)
+    assert a2a["vllm"] == pytest.approx(float(_a2a(vllm, 8, one_sided=False)), rel=1e-9)
+    assert a2a["vllm"] < 0.5 * DSV3_MOE_LAYERS * 49.0 * US <= a2a["trtllm"]

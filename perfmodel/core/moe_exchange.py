@@ -17,7 +17,9 @@ dispatch and the head of combine) and their launch dominate:
     rank, flat to 32 tokens (50.9 us), then 69.8 us at 128, 181.2 at 512, 634.4 at 2048;
     at EP 32: 51.2, 55.7, 78.9, 212.1, 743.2 us.
 
-comm_times charges, per MoE layer of a dp > 1, ep > 1 step of M token rows (all dp ranks),
+comm_times charges, per MoE layer of a dp > 1, ep > 1 step of M token rows (all dp ranks)
+of an engine running such kernels (EngineProfile.moe_a2a_kernels == 'one_sided': TensorRT-LLM,
+SGLang; engines.py),
 
     max(a2a(M), exchange_s(load x M / (tp x dp), ep))
 
@@ -39,8 +41,9 @@ bound where it is not. Other NVLink generations (H100/H200 NVLink 4, B200 NVLink
 8) are assumed to take the same time at small batches, where latency and barriers dominate;
 at large batches the core's bytes over the slower link take over through the max. SGLang's
 DeepEP low-latency kernels over NVLink are assumed to take the same time (no NVLink
-measurement of theirs was found). Without attention DP (tp attention, ep > 1) the engines
-run the MoE exchange as all-reduce / all-gather kernels: the core's estimate alone.
+measurement of theirs was found). Without attention DP (tp attention, ep > 1), and on engines
+whose exchange is NCCL collectives (vLLM's default allgather_reducescatter backend), the
+core's estimate stands alone.
 """
 
 from __future__ import annotations
