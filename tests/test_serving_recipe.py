@@ -16,13 +16,17 @@ from perfmodel.analysis.validation import serving_predict as sp
 from perfmodel.analysis.validation.serving_map import map_serving_row
 from perfmodel.analysis.validation.serving_recipe import (AIC_MARGIN_TOKENS, AIC_MAX_BATCH_SIZE,
                                                           INFERENCEMAX_RANGE_RATIO, Recipe,
-                                                          family, recipe_for)
-from perfmodel.analysis.validation.serving_table import rows_from_dicts
+                                                          copied_from_inferencemax, family,
+                                                          recipe_for)
+from perfmodel.analysis.validation.serving_run import DEFAULT_SERVING
+from perfmodel.analysis.validation.serving_table import read_serving, rows_from_dicts
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.hardware import load_gpu
 
-AIC = "aic gap analysis measured 2026-03-20 image image=vllm/vllm-openai:v0.12.0"
+AIC = "aic gap analysis measured 2026-03-20"
 IMAX = "db-dump/2026-04-27 measured 2026-04-17 image vllm/vllm-openai:v0.19.0-cu130"
+# the file's row 2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c64_tp4_ep4_1392
+COPIED = "aic gap analysis measured 2026-04-03 image image=vllm/vllm-openai:v0.19.0-cu130"
 
 
 def _row(**over) -> dict:
@@ -42,11 +46,58 @@ def _map(**over):
 # ------------------------------------------------------------------ families and flags
 
 @pytest.mark.parametrize("source, want", [
-    (AIC, "aic"), ("aic gap analysis", "aic"), (IMAX, "inferencemax"),
+    (AIC, "aic"), ("aic gap analysis", "aic"), (IMAX, "inferencemax"), (COPIED, "inferencemax"),
+    ("aic gap analysis measured 2026-03-20 image lmsysorg/sglang:v0.5.1", "aic"),
     ("db-dump/2026-04-27 measured 2025-11-02", "inferencemax"), ("", "other"),
     ("aiconfigurator sweep", "other"), ("my own runs", "other")])
 def test_the_source_column_names_the_family(source, want):
     assert family(source) == want
+
+
+def test_a_copied_row_gets_the_inferencemax_recipe_and_says_why():
+    r = recipe_for(COPIED, "vllm", 8192, concurrency=16, gpu="h200-sxm", output=1024)
+    assert r.family == "inferencemax" and r.range_ratio == INFERENCEMAX_RANGE_RATIO
+    assert r.max_num_batched_tokens is None     # not AIConfigurator's generator budget
+    assert r.notes[0].startswith("provenance: an InferenceMAX measurement copied")
+    assert r.key() == recipe_for(IMAX, "vllm", 8192, concurrency=16, gpu="h200-sxm",
+                                 output=1024).key()
+    # its per-GPU flags too: the Blackwell SGLang recv interval
+    sg = COPIED.replace("vllm/vllm-openai:v0.19.0-cu130", "lmsysorg/sglang:v0.5.9-cu130")
+    assert recipe_for(sg, "sglang", 1024, concurrency=64, gpu="b200").recv_interval_steps == 30
+    assert not any(n.startswith("provenance") for n in recipe_for(IMAX, "vllm", 1024).notes)
+
+
+def _duplicate_groups() -> list[list]:
+    """Rows of the shipped file whose measured TTFT and TPOT agree to 1e-6 ms."""
+    groups: dict[tuple, list] = {}
+    for r in read_serving(DEFAULT_SERVING):
+        key = (round(float(r.get("silicon_ttft_ms")), 6), round(float(r.get("silicon_tpot_ms")), 6))
+        groups.setdefault(key, []).append(r)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def _date_image(source: str) -> tuple[str, str]:
+    words = source.replace("image=", "").split()
+    return words[words.index("measured") + 1], words[words.index("image") + 1]
+
+
+def test_the_shipped_files_aic_image_rows_are_inferencemax_copies():
+    """The evidence of serving_recipe's Provenance rule, counted on the shipped file: 254
+    groups (540 rows) share their measured TTFT and TPOT; every "aic" row in them names a
+    container image=; every such row beside a db-dump row agrees with it on date and image."""
+    dups = _duplicate_groups()
+    assert len(dups) >= 250 and sum(len(g) for g in dups) >= 500
+    pairs = 0
+    for g in dups:
+        aic = [r for r in g if r.get("source").startswith("aic")]
+        assert all(copied_from_inferencemax(r.get("source")) for r in aic)
+        assert len({(r.get("model_path"), r.get("system"), r.get("isl"), r.get("osl"),
+                     r.get("batch_size")) for r in g}) == 1      # the same point each time
+        for d in (r for r in g if r.get("source").startswith("db-dump/")):
+            for a in aic:
+                assert _date_image(a.get("source")) == _date_image(d.get("source"))
+                pairs += 1
+    assert pairs >= 120
 
 
 def test_aic_vllm_budget_is_the_generators_rule_by_hand():

@@ -3,12 +3,15 @@
 A tiled GEMM computes each [tile_M x tile_N] output tile in K / tile_K main-loop iterations;
 filling the pipeline, promoting the fp8 block scales and storing the tile cost a fixed amount
 per tile, so the achieved fraction of peak grows with the reduction depth K as K / (K + K_HALF).
-DeepGEMM's README (deepseek-ai/DeepGEMM, H800, FP8 1x128/128x128 block scaling, "normal GEMMs
-for dense models", M = 4096 rows) measures, for K = 512, 1536, 2048, 7168, 16384:
-590, 990, 1025, 1304, 1358 TFLOP/s; a*K/(K + K_HALF) with K_HALF = 720 and a = 1422 TFLOP/s
-fits all five within 3% (least squares on log time: 591, 968, 1052, 1292, 1362). Its MoE
-grouped GEMMs follow the same law (contiguous layout, 8192 rows per group: K = 7168 gives
-1297 TFLOP/s, K = 2048 gives 1099).
+Measured on the fused MoE kernel itself (calibrate/MOE_PREFILL_NOTES.md: vLLM's Triton
+fused_moe, fp8 with 128x128 block scales, one H200, 12 expert shards of six catalog MoE models
+x 1k-16k prompt tokens, calibrate/data/moe-prefill-h200-sxm-20261201.json): the down projection
+over K = 192, 256, 384, 768, 1024, 1536, 2048 runs at 0.32, 0.39, 0.50, 0.73, 0.78, 0.86, 0.86
+of the rate of its gate/up projection (K = 3072-7168) at the same rows; least squares over all
+98 points with >= 64 rows per expert (calibrate/fit_moe_prefill.py) gives K_HALF = 430, about
+3.5 of the kernel's 128-deep K steps. A dense kernel family needs deeper K: DeepGEMM's README
+(H800, fp8 1x128/128x128 scaling, M = 4096) fits K_HALF = 720 (K = 512, 1536, 2048, 7168, 16384:
+590, 990, 1025, 1304, 1358 TFLOP/s).
 
 The vendor gemm_max (core/efficiency.py) was measured on dense layer shapes with K >= 4096
 (calibrate/BENCH_NOTES.md: Llama-8B qkv, gate_up with K = 4096 and down with K = 14336), so
@@ -30,8 +33,9 @@ import numpy as np
 
 from perfmodel.core.specs import Deployment, ModelSpec
 
-DEPTH_HALF_K = 720.0
-"""K at which a tiled GEMM reaches half its deep-K rate (fit to DeepGEMM's README, above)."""
+DEPTH_HALF_K = 430.0
+"""K at which the fused MoE GEMM reaches half its deep-K rate (fit to the H200 measurement of
+vLLM's Triton fused_moe, above; calibrate/fit_moe_prefill.py)."""
 DEPTH_REF_K = 4096.0
 """Reduction depth of the shapes the vendor gemm_max was measured on (calibrate/BENCH_NOTES.md)."""
 
@@ -58,7 +62,7 @@ def expert_depth_factor(m: ModelSpec, dep: Deployment) -> float:
     D, down over F / moe_tp, so the time scales by
         up/(up+1) / r(D) + 1/(up+1) / r(F / moe_tp),   r = depth_efficiency.
     Worked number, DeepSeek-V3 (D = 7168, F = 2048) at TP8 without EP: r(7168) = 1,
-    r(256) = (256/976) / (4096/4816) = 0.308, factor = 2/3 + 1/3 / 0.308 = 1.75."""
+    r(256) = (256/686) / (4096/4526) = 0.412, factor = 2/3 + 1/3 / 0.412 = 1.48."""
     if m.moe is None:
         return 1.0
     up = 2 if m.gated_mlp else 1
@@ -77,33 +81,38 @@ SGLang's copy of the kernel does the same. moe_align_block_size pads every exper
 multiple of it, so each touched expert computes whole tiles."""
 GROUPED_SMALL_TILE_ROWS = 16.0
 """The same heuristic's tile for decode-sized batches (M <= E: BLOCK_SIZE_M = 16)."""
-GROUPED_KERNEL_FRACTION = 0.4
-"""What a fused MoE layer (gather rows by expert, gate/up GEMM, activation, down GEMM, scatter)
-reaches of the dense-GEMM rate at the same rows and depths. VeOmni PR #460 (ByteDance-Seed,
-H100 bf16, 32768 tokens) measures Triton fused MoE at 215, 71 and 283 TFLOP/s and
-torch._grouped_mm (CUTLASS) at 242 and 181 TFLOP/s for (D, F, E, k) = (2048, 768, 128, 8),
-(2048, 512, 512, 10), (4096, 1024, 128, 8); this module's law without the fraction gives 555,
-488 and 635 TFLOP/s there: ratios 0.39, 0.44, 0.15, 0.37, 0.45, median 0.39. vLLM PR #13932
-(H100, DeepSeek-V3 fp8 experts, benchmark_moe.py) agrees in kind: Triton and DeepGEMM fused MoE
-at 3072 tokens, TP1, take 27.2 and 11.3 ms, 80 and 192 TFLOP/s. Taken as a property of the
-kernel family on every GPU and dtype (an assumption: the measurements are Hopper bf16/fp8);
-DeepGEMM's README reaches 0.66 of peak only with 8192 rows per group and no routing."""
+GROUPED_KERNEL_FRACTION = 0.465
+"""What the fused MoE GEMM (rows gathered by expert, padded to whole tiles) reaches of the dense
+GEMM's gemm_max, once its tile padding and reduction depth are priced. Measured on one H200
+(calibrate/MOE_PREFILL_NOTES.md, calibrate/data/moe-prefill-h200-sxm-20261201.json): a
+vLLM-style Triton fused_moe kernel (fp8 e4m3, 1x128 / 128x128 block scales, vLLM's default config:
+64x128x128 tiles, 4 warps, 3 stages) over the routed-expert shards of MiniMax-M2.5,
+Qwen3-235B-A22B, Qwen3.5-397B-A17B, DeepSeek-V3, Kimi-K2.5 and GLM-5 at tp2-8 / ep4-8 and
+1k-16k prompt tokens (uniform random top-k routing); least squares on log time with DEPTH_HALF_K
+over the 98 points with >= 64 rows per expert: 0.465 (x the block-scaled fp8 gemm_max 0.671 =
+0.31 of the fp8 peak at full tiles and deep K: ~610 TFLOP/s, against 1300 for one dense fp8
+GEMM of the same rows); median |error| 5%, max 27%, every prompt size's median within 7%.
+The same law predicts the kernel at 32-512 tokens at 0.87-0.94 of its time (median per size; the weight
+stream bounds it there: calibrate/data/moe-decode-h200-sxm-20261201.json) and VeOmni PR #460's H100
+bf16 Triton fused MoE at (D, F, E, k) = (4096, 1024, 128, 8), 32768 tokens: 313 against 283
+TFLOP/s measured. Taken as a property of the kernel family on every GPU and dtype (an
+assumption: the measurements are Hopper fp8 and bf16). The law before this measurement
+(0.4 x the lower of the dense curve e_gemm(r) and the padded tile) priced these GEMMs 1.5-3.6x
+slower than measured (median 1.6-2.6x per prompt size)."""
 
 
 def grouped_gemm_efficiency(eff, rows, k: int):
     """Fraction of peak of the routed-expert GEMM when each touched expert computes `rows` token
     rows on average, padded to whole tiles of b rows:
-        e = gemm_max * r / max(b, r + b/2)
+        e = GROUPED_KERNEL_FRACTION * gemm_max * r / max(b, r + b/2)
     (a touched expert with fewer than b rows computes one full tile; beyond, the last tile is
-    on average half empty), never above the dense law e_gemm(r), times the fused kernel's
-    GROUPED_KERNEL_FRACTION. b = GROUPED_SMALL_TILE_ROWS while r <= k (M <= E tokens, where
-    r ~ M*k/E), else GROUPED_TILE_ROWS.
-    Worked number: Qwen3.5-397B (E=512, k=10) on an 8192-token prompt: r = 160 rows,
-    e = 0.4 * 0.75 * 160/192 = 0.25 (the dense law alone: 0.75 * 160/176 = 0.68)."""
+    on average half empty). b = GROUPED_SMALL_TILE_ROWS while r <= k (M <= E tokens, where
+    r ~ M*k/E), else GROUPED_TILE_ROWS. The reduction depth is expert_depth_factor's.
+    Worked number: Qwen3.5-397B (E=512, k=10) on an 8192-token prompt, H100 bf16: r = 160 rows,
+    e = 0.465 * 0.75 * 160/192 = 0.29."""
     r = np.maximum(np.asarray(rows, dtype=float), 1.0)
     b = np.where(r <= k, GROUPED_SMALL_TILE_ROWS, GROUPED_TILE_ROWS)
-    padded = eff.gemm_max * r / np.maximum(b, r + b / 2)
-    return np.minimum(eff.gemm(r), padded) * GROUPED_KERNEL_FRACTION
+    return GROUPED_KERNEL_FRACTION * eff.gemm_max * r / np.maximum(b, r + b / 2)
 
 
 # ----------------------------------------------------------------------------- weight streaming

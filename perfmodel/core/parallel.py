@@ -54,6 +54,15 @@ and SGLang's indexer is not split over TP without DP attention (its DeepSeek-V3.
 sgl-project/sglang#15025: 'Support TP for Indexer when DP is not enabled', open)."""
 
 
+MOE_ROW_OPS = frozenset({"moe_permute", "moe_combine"})
+"""Ops over the routed (token, expert) rows, which an expert shard runs for every row routed to
+it: under TP every rank holds a slice of every expert, so it gathers all k*M rows and sums all
+k of each token's partial outputs before the all-reduce (vLLM fused_moe: moe_align_block_size
+and the GEMM's row gather, then ops.moe_sum over its (M, k, D) output; TRT-LLM's MoE plugin:
+expandInputRows and finalizeMoeRouting on every rank); under EP each rank gets the rows of its
+E/ep experts. A rank's share is 1 / min(tp, ep) of the op (calibrate/MOE_PREFILL_NOTES.md)."""
+
+
 def validate_deployment(m: ModelSpec, dep: Deployment) -> None:
     """TP must divide the heads; EP must divide the experts and tile the tp x dp GPUs."""
     heads = m.num_heads
@@ -119,7 +128,7 @@ def shard(op_list: list[Op], m: ModelSpec, dep: Deployment, tokens=1.0) -> list[
         c = op.cost
         kernels = c.kernels
         op_rep = 1.0 if op.name == LINEAR_ATTENTION_OP else rep   # recurrent state: split by heads
-        cost = c * (1.0 / tp)
+        cost = c * (1.0 / (min(tp, max(dep.ep, 1)) if op.name in MOE_ROW_OPS else tp))
         cost = replace(cost, kernels=kernels,
                        kv_read_bytes=c.kv_read_bytes * op_rep / tp,
                        kv_write_bytes=c.kv_write_bytes * op_rep / tp)

@@ -13,8 +13,9 @@ simulator without JIT or cache effects could see):
   load_manager.cc) before the measured load starts.
 
 Families (first word of `source`):
-- "aic" (AIConfigurator's gap-analysis runs): its own deployments, made by its generator
-  (ai-dynamo/aiconfigurator src/aiconfigurator/generator/) and measured closed loop with
+- "aic" (AIConfigurator's gap-analysis runs, but for the copies under Provenance below): its
+  own deployments, made by its generator (ai-dynamo/aiconfigurator
+  src/aiconfigurator/generator/) and measured closed loop with
   fixed lengths (isl/osl stddev 0: generator deployment_config.yaml; genai_perf_runner.py).
   Which script ran each row is not stated: some sweeps (1, 2, 8, ..., 128 plus the estimated
   concurrency) are the generator's bench_run.sh.j2 (aiperf, 50 x C requests), others (4, 8,
@@ -47,6 +48,17 @@ Families (first word of `source`):
   with Dynamo's worker scripts, whose SGLang prefill and decode commands pass
   `--scheduler-recv-interval 10` at every concurrency (INFERENCEMAX_SGLANG_DISAGG_RECV_*).
 Rows of any other source keep the plain recipe (fixed lengths, engine defaults).
+
+Provenance: an "aic" source that names a container ("aic ... measured <date> image
+image=<docker image>", vLLM and SGLang public images; 661 aggregated rows) is an InferenceMAX
+measurement copied into AIConfigurator's file, and gets the InferenceMAX recipe. Evidence in
+the shipped file (tests/test_serving_recipe.py counts it): 254 groups of 540 rows carry the
+same measured TTFT and TPOT (to 1e-6 ms), every group holds an image= row, and each of the
+126 pairs of an image= row with a "db-dump/" row agrees on measurement date and image (e.g.
+MiniMax-M2.5 fp8 on 4 x B200, vLLM 1024/1024 at C=64, measured 2026-04-03 on vLLM 0.19.0: the
+same TTFT and TPOT under both sources); no "aic" row without image= has such a twin; and the
+image= rows run only InferenceX's length grid (1k/1k, 8k/1k, 1k/8k), while AIConfigurator's
+own sweeps run many others.
 """
 
 from __future__ import annotations
@@ -88,6 +100,9 @@ INFERENCEMAX_TRTLLM_GRAPH_MAX_BATCH = {"b200": 512, "b300": 512, "h200-sxm": 128
 INFERENCEMAX_SGLANG_DISAGG_RECV_INTERVAL = 10
 INFERENCEMAX_SGLANG_DISAGG_RECV_GPUS = ("b200", "b300", "gb200", "gb300")
 
+# Provenance (module docstring): the marker of an "aic" row that is an InferenceMAX measurement.
+AIC_COPIED_IMAGE_TAG = "image="
+
 Family = Literal["aic", "inferencemax", "other"]
 
 
@@ -115,8 +130,17 @@ class Recipe(BaseModel):
                 self.decode_graph_max_batch)
 
 
+def copied_from_inferencemax(source: str) -> bool:
+    """An "aic" source that names a container (`image=`): an InferenceMAX measurement copied
+    into AIConfigurator's file (module docstring, "Provenance")."""
+    s = source.strip().lower()
+    return s.split(" ", 1)[0] == "aic" and AIC_COPIED_IMAGE_TAG in s
+
+
 def family(source: str) -> Family:
     s = source.strip().lower()
+    if copied_from_inferencemax(s):
+        return "inferencemax"
     if s.split(" ", 1)[0] == "aic":         # AIConfigurator's gap-analysis runs
         return "aic"
     if s.startswith("db-dump/"):
@@ -181,6 +205,10 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
         notes = [f"harness: InferenceMAX benchmark_serving.py closed loop, lengths uniform in "
                  f"[{r:g} x L, L] (--random-range-ratio {r:g}), 2 x C warm-up drained; engine "
                  "flags not in the file: preset defaults"]
+        if copied_from_inferencemax(source):
+            notes.insert(0, "provenance: an InferenceMAX measurement copied into "
+                            "AIConfigurator's file (its source names the container image=; "
+                            "such rows repeat db-dump rows' values, date and image)")
         recv = _inferencemax_recv(engine, concurrency, gpu, disagg)
         graphs = None if disagg else _inferencemax_graphs(engine, gpu, prompt, output)
         if graphs is not None:
