@@ -179,6 +179,15 @@ TRTLLM_SERVER_SCHEDULER = TRTLLM_SCHEDULER.model_copy(update=dict(
 #   NCCL's NVLS default left on: above 8 MB, no limit.
 # - SGLang: NCCL_NVLS_ENABLE=0 unless --enable-nccl-nvls (python/sglang/srt/entrypoints/engine.py
 #   _set_envs_and_config): never. The other presets keep the ring (the fields' defaults).
+# MoE exchange kernels under attention DP x EP (EngineProfile.moe_a2a_kernels):
+# - TensorRT-LLM: NVLinkOneSided AlltoAll, its default inside one NVLink domain under
+#   attention DP (TensorRT-LLM tech blog 18);
+# - SGLang: DeepEP low-latency on decode (--moe-a2a-backend deepep), as its attention-DP x
+#   large-EP DeepSeek deployments run (LMSYS blog 'Deploying DeepSeek with PD disaggregation
+#   and large-scale EP', 2025); an assumption: the serving file states no flags, and SGLang's
+#   own default ('none') gathers the DP ranks' tokens instead;
+# - vLLM: VLLM_ALL2ALL_BACKEND defaults to allgather_reducescatter (vllm/envs.py): NCCL
+#   collectives, priced by the core's bytes and latencies ('collective', the default).
 VLLM_NVLS_WINDOW = dict(allreduce_nvls_min_bytes=256 * 2**10, allreduce_nvls_max_bytes=64 * 2**20)
 TRTLLM_NVLS_WINDOW = dict(allreduce_nvls_min_bytes=8e6, allreduce_nvls_max_bytes=None)
 LLAMA_CPP_SCHEDULER = SchedulerSpec(
@@ -252,7 +261,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
                "streaming: sglang PR #11730 (core/grouped_gemm.py)", scheduler=SGLANG_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
         eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False,
         decode_graph_max_batch=SGLANG_DECODE_GRAPH_MAX_BATCH,
-        decode_graph_max_batch_by_gpu=SGLANG_DECODE_GRAPH_BY_GPU),
+        decode_graph_max_batch_by_gpu=SGLANG_DECODE_GRAPH_BY_GPU, moe_a2a_kernels="one_sided"),
     EngineProfile(
         id="trtllm", name="TensorRT-LLM (in-flight batching, paged KV)",
         kernels_per_layer=8, launch_s=0.0, graph_launch_s=30e-6,
@@ -263,7 +272,8 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         source="TensorRT-LLM perf-overview and kv-cache docs (fraction 0.9, tokens_per_block 64)",
         scheduler=TRTLLM_SCHEDULER, server_scheduler=TRTLLM_SERVER_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
         eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False,
-        decode_graph_max_batch=TRTLLM_DECODE_GRAPH_MAX_BATCH, **TRTLLM_NVLS_WINDOW),
+        decode_graph_max_batch=TRTLLM_DECODE_GRAPH_MAX_BATCH, **TRTLLM_NVLS_WINDOW,
+        moe_a2a_kernels="one_sided"),
     EngineProfile(
         id="llama-cpp", name="llama.cpp server (GGUF, CUDA graphs)",
         kernels_per_layer=15, launch_s=0.0, graph_launch_s=50e-6,

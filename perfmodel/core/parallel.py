@@ -11,6 +11,8 @@ inter-domain all-reduce of a 1/g shard, intra all-gather (group_allreduce_s).
 EP spreads routed experts; the MoE layer's all-reduce becomes a dispatch and a combine
 all-to-all of k*M*D activations, peers written concurrently (alltoall_s). The busiest
 EP rank sets the pace of the expert GEMMs and of the all-to-all (core/expert_load.py).
+Under attention DP an engine's one-sided exchange kernels are never faster than measured
+(core/moe_exchange.py: TensorRT-LLM tech blog 18, GB200 NVL72), every step of the layout.
 PP splits layers into stages; hand-offs cross the inter-node link where a stage boundary is
 a domain boundary; fill and bubble are handled in predict.py.
 """
@@ -24,6 +26,7 @@ import numpy as np
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.expert_load import expert_load_ratios
+from perfmodel.core.moe_exchange import exchange_s
 from perfmodel.core.ops import ACT_BYTES, LINEAR_ATTENTION_OP, Op, ops
 from perfmodel.core.specs import (Deployment, Efficiency, HardwareSpec, LinkSpec, ModelSpec,
                                   Precision)
@@ -270,13 +273,15 @@ def alltoall_s(nbytes, p: int, hw: HardwareSpec, dep: Deployment, eff: Efficienc
 
 
 def comm_times(m: ModelSpec, hw: HardwareSpec, eff: Efficiency, dep: Deployment, M, *,
-               nvls: tuple = NO_NVLS):
+               nvls: tuple = NO_NVLS, one_sided_a2a: bool = False):
     """(name, seconds) of the collectives of one step over M = B*T token rows (all dp groups).
 
     Per layer: the attention all-reduce inside a tp group over its M/dp rows (and, for q/k
     norms spanning all heads, one of the per-token q and k sums of squares); the FFN's
     all-reduce likewise on dense layers (and on MoE layers without EP); under EP a dispatch and
-    a combine all-to-all of each GPU's M/(tp*dp) rows x k over the ep GPUs; with DP but no EP
+    a combine all-to-all of each GPU's M/(tp*dp) rows x k over the ep GPUs (with attention DP
+    and `one_sided_a2a`, the engine's EngineProfile.moe_a2a_kernels == 'one_sided', never
+    faster than those kernels' measured dispatch + combine: core/moe_exchange.py); with DP but no EP
     the MoE layer all-reduces all M rows over the tp x dp GPUs (gather + reduce-scatter).
     nvls: the engine's EngineProfile.allreduce_nvls_window (allreduce_s)."""
     if dep.tp * dep.dp == 1:
@@ -296,8 +301,11 @@ def comm_times(m: ModelSpec, hw: HardwareSpec, eff: Efficiency, dep: Deployment,
     if moe_layers and dep.ep > 1:
         k = m.moe.experts_per_token
         load, _ = busiest_rank_ratios(m, dep, M)   # the busiest rank receives the most rows
-        a2a = 2 * alltoall_s(local * k / dep.tp * load, dep.ep, hw, dep, eff) * moe_layers
-        out.append(("ep_alltoall", a2a))
+        a2a = 2 * alltoall_s(local * k / dep.tp * load, dep.ep, hw, dep, eff)
+        if dep.dp > 1 and one_sided_a2a:   # the measured kernels' floor (moe_exchange.py)
+            a2a = np.maximum(a2a, exchange_s(np.asarray(M, dtype=float) / (dep.tp * dep.dp) * load,
+                                                dep.ep))
+        out.append(("ep_alltoall", a2a * moe_layers))
     elif moe_layers:
         out.append(("dp_moe_allreduce",
                     group_allreduce_s(act, dep.tp * dep.dp, hw, dep, eff, nvls) * moe_layers))

@@ -202,8 +202,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
 
     comm_sum = 0.0
     experts_s = next((x.time_s for x in times if x.name == "experts"), 0.0)
-    for name, t in comm_times(m, hw, eff, dep, B * T,
-                              nvls=engine.allreduce_nvls_window):
+    for name, t in comm_times(m, hw, eff, dep, B * T, nvls=engine.allreduce_nvls_window,
+                              one_sided_a2a=engine.moe_a2a_kernels == "one_sided"):
         if name == "ep_alltoall" and engine.moe_comm_overlap:
             # two-batch overlap hides up to the given share, never more than the expert GEMMs
             t = t - np.minimum(t * engine.moe_comm_overlap, experts_s)

@@ -306,6 +306,12 @@ class EngineProfile(Spec):
         "behind the expert GEMMs by running two micro-batches in turn (SGLang "
         "--enable-two-batch-overlap with DeepEP; LMSYS blog 'Deploying DeepSeek with PD "
         "disaggregation and large-scale EP', 2025). 0 in the presets: it is opt-in.")
+    moe_a2a_kernels: Literal["collective", "one_sided"] = Field(
+        default="collective", description="How the engine runs an attention-DP x EP MoE "
+        "exchange: 'one_sided' (TensorRT-LLM NVLinkOneSided AlltoAll, DeepEP low-latency: "
+        "never faster than their measured dispatch + combine, core/moe_exchange.py) or "
+        "'collective' (NCCL all-gather / reduce-scatter or all-to-all: the core's bytes and "
+        "link latencies alone; vLLM's default VLLM_ALL2ALL_BACKEND allgather_reducescatter).")
     allreduce_nvls_min_bytes: float = Field(
         default=0.0, ge=0, description="All-reduces above this many bytes (and up to "
         "allreduce_nvls_max_bytes) run on the switch's multicast reduction (NVLink SHARP) where "
