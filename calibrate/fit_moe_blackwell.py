@@ -29,6 +29,7 @@ from perfmodel.core.grouped_gemm import (GROUPED_SMALL_TILE_ROWS, GROUPED_TILE_R
                                          depth_efficiency)
 from perfmodel.core.hardware import load_gpu  # noqa: E402
 from perfmodel.core.precision import parse_format  # noqa: E402
+from perfmodel.core.units import US  # noqa: E402
 
 _PR5301 = ("flashinfer-ai/flashinfer PR #5301 (benchmarks/bench_moe_deepseek.py, one B300 SXM6 "
            "AC, CUDA 13.2, CUDA graphs, cold L2): TRTLLM NVFP4 column, repeat 1")
@@ -114,7 +115,7 @@ def main() -> int:
         r = rows_per_expert(rec)[2]
         bw = law_s(rec, BLACKWELL_GROUPED_KERNEL_FRACTION) / rec["seconds"]
         hop = law_s(rec, HOPPER_GROUPED_KERNEL_FRACTION) / rec["seconds"]
-        print(f"{rec['name']:46s} {r:5.0f} {rec['seconds'] * 1e6:8.1f} {implied[rec['name']]:9.3f} "
+        print(f"{rec['name']:46s} {r:5.0f} {rec['seconds'] / US:8.1f} {implied[rec['name']]:9.3f} "
               f"{bw:16.2f} {hop:8.2f}")
     print(f"{'marginal: ' + ' - '.join(n.split()[-2] for n in MARGINAL) + ' tokens':46s} "
           f"{'':5s} {'':8s} {implied['marginal']:9.3f}")
