@@ -192,7 +192,7 @@ def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
                  max_seqs=int(max_seqs), token_budget=budget, total_blocks=kv.blocks,
                  block_tokens=kv.block_tokens, reserve_output=sched.kv_reserve_output,
                  request_overhead_s=sc.engine.per_request_overhead_s,
-                 recv_interval_steps=sched.recv_interval_steps)
+                 recv_interval_steps=sched.recv_interval_steps, overlap=sched.overlap_scheduler)
     reason, fits = f"KV pool {kv.tokens} tokens", True
     if wl.concurrency is not None:
         resident = min(wl.concurrency, wl.n_requests)
