@@ -16,8 +16,12 @@ Continuous batching (vLLM V1, TensorRT-LLM in-flight batching, llama.cpp, SGLang
 - prefix-cache hits start a prompt at its cached tokens (they hold KV but cost no compute).
 A request is visible to the scheduler per_request_overhead_s after it is sent (tokenization,
 API server); with Policy.recv_interval_steps n > 1 (SGLang --scheduler-recv-interval) a busy
-engine polls for visible requests only every n-th decode step and right after a prefill step. Between events (an arrival, a finish, KV running out) a decode-only batch is
-fixed and every context grows by one per step, so such runs are priced in one vectorized call.
+engine polls for visible requests only every n-th decode step and right after a prefill step;
+with Policy.overlap (TensorRT-LLM's overlap scheduler) a busy engine plans step k+1 while step k
+runs, so it admits only requests visible when the step before the planned one began (one step
+later than a synchronous loop; an idle engine takes a request at once). Between events (an
+arrival, a finish, KV running out) a decode-only batch is fixed and every context grows by one
+per step, so such runs are priced in one vectorized call.
 Most iterations run in decode epochs (serving/decode_epoch.py): these decisions on scalars
 (a histogram of contexts mod the page size, a shared step count), the same trace.
 

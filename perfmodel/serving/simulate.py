@@ -148,9 +148,12 @@ def on_server(sc: Scenario) -> Scenario:
 
 def with_scheduler(sc: Scenario, *, max_num_seqs: int | None = None,
                    max_num_batched_tokens: int | None = None,
-                   recv_interval_steps: int | None = None) -> Scenario:
+                   recv_interval_steps: int | None = None,
+                   chunked_prefill: bool | None = None) -> Scenario:
     """The scenario with the engine's scheduler limits overridden (on every GPU size)."""
     upd = {}
+    if chunked_prefill is not None:
+        upd.update(chunked_prefill=chunked_prefill)
     if recv_interval_steps is not None:
         upd.update(recv_interval_steps=recv_interval_steps)
     if max_num_seqs is not None:

@@ -122,7 +122,8 @@ def _with_recipe(sc, recipe: Recipe):
     """The scenario with the token budget the row's deployment set (serving_recipe.py)."""
     from perfmodel.serving.simulate import on_server, with_scheduler   # noqa: PLC0415
     out = with_scheduler(on_server(sc), max_num_batched_tokens=recipe.max_num_batched_tokens,
-                         recv_interval_steps=recipe.recv_interval_steps)
+                         recv_interval_steps=recipe.recv_interval_steps,
+                         chunked_prefill=recipe.chunked_prefill)
     if recipe.decode_graph_max_batch is None:
         return out
     engine = out.engine.model_copy(update={"decode_graph_max_batch": recipe.decode_graph_max_batch,
