@@ -1,4 +1,4 @@
-"""TensorRT-LLM's overlap scheduler in the simulator (SchedulerSpec.overlap_scheduler,
+"""TensorRT-LLM scheduling in the simulator: the overlap scheduler (SchedulerSpec.overlap_scheduler,
 Policy.overlap).
 
 TensorRT-LLM PyTorch backend, PyExecutor._executor_loop_overlap: each host iteration fetches
@@ -16,6 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from perfmodel.analysis.validation.serving_predict import _with_recipe
+from perfmodel.analysis.validation.serving_recipe import recipe_for
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.resolve import resolve
 from perfmodel.core.specs import SchedulerSpec
@@ -120,3 +122,47 @@ def test_the_policy_carries_the_engine_flag():
     assert pol.overlap is True
     sg, _, _ = resolve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="sglang")
     assert _policy(on_server(sg), wl)[0].overlap is False
+
+
+# ------------------------------------------------------------------ a wave without chunking
+
+def test_unchunked_wave_of_prompts_by_hand():
+    """AIConfigurator's TRT-LLM deployments: max_num_tokens = 512 + ISL + 1500 rounded up to 32
+    (rule_plugin/trtllm.rule; 3040 at ISL 1024) and no chunked prefill (template default).
+    Eight 1024-token prompts at once: a step holds the running decodes (one token each) and
+    then whole prompts while they fit, 2 + 2048 <= 3040 < 2 + 3072, so 2 prompts a step:
+    4 steps, first tokens in pairs at their ends. The overlap does not delay them (they were
+    all waiting when each step was planned)."""
+    n, isl, budget = 8, 1024, 3040
+    req = Requests(send_s=np.zeros(n), prompt_tokens=np.full(n, float(isl)),
+                   output_tokens=np.full(n, 50.0), cached_tokens=np.zeros(n), concurrency=None)
+    pol = Policy(static=False, mixed=True, chunked=False, max_seqs=64, token_budget=budget,
+                 total_blocks=100_000, block_tokens=1, reserve_output=False,
+                 request_overhead_s=0.0, overlap=True)
+    tr = simulate(COST, req, pol)
+    t, want = 0.0, []
+    for k in range(4):
+        # decoders: the 2j prompts done before, each 1024 + (steps since its prefill) long
+        ctx = sum(2 * (isl + (k - 1 - j)) for j in range(k))
+        t += COST.step_s(2 * k, float(ctx), [isl, isl], [0.0, 0.0], finishing=2)
+        want += [t, t]
+    assert tr.first_s == pytest.approx(np.array(want), rel=1e-9)
+    chunked = simulate(COST, req, Policy(**{**pol.__dict__, "chunked": True}))
+    # with chunks the first step also carries 992 tokens of the 3rd prompt: the first pair waits
+    assert chunked.first_s[0] == pytest.approx(COST.step_s(0, 0.0, [isl, isl, budget - 2 * isl],
+                                                           [0.0, 0.0, 0.0], finishing=2), rel=1e-9)
+    assert chunked.first_s[0] > tr.first_s[0]
+
+
+def test_aic_trtllm_recipe_runs_prompts_whole():
+    """AIConfigurator's TRT-LLM template: enable_chunked_prefill default false; its vLLM rows and
+    InferenceMAX's TRT-LLM rows (flags not in the file) keep the preset's default."""
+    aic = recipe_for("aic gap analysis", "trtllm", 1024)
+    assert aic.chunked_prefill is False and aic.max_num_batched_tokens == 3040
+    assert recipe_for("aic gap analysis", "vllm", 1024).chunked_prefill is None
+    imax = "db-dump/2026-04-27 measured 2026-02-03 image nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6"
+    assert recipe_for(imax, "trtllm", 1024, gpu="b200").chunked_prefill is None
+    assert aic.key() != aic.model_copy(update={"chunked_prefill": None}).key()
+    sched = _with_recipe(SC, aic).engine.scheduler
+    assert (sched.chunked_prefill, sched.max_num_batched_tokens, sched.overlap_scheduler) == (False, 3040, True)
+    assert _with_recipe(SC, recipe_for(imax, "trtllm", 1024, gpu="b200")).engine.scheduler.chunked_prefill
