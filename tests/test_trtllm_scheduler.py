@@ -1,5 +1,5 @@
 """TensorRT-LLM scheduling in the simulator: the overlap scheduler (SchedulerSpec.overlap_scheduler,
-Policy.overlap).
+Policy.overlap) and AIConfigurator's deployments without chunked prefill (Recipe.chunked_prefill).
 
 TensorRT-LLM PyTorch backend, PyExecutor._executor_loop_overlap: each host iteration fetches
 new requests (blocking only when nothing is active), schedules and launches step n+1, and only
