@@ -166,3 +166,25 @@ def test_aic_trtllm_recipe_runs_prompts_whole():
     sched = _with_recipe(SC, aic).engine.scheduler
     assert (sched.chunked_prefill, sched.max_num_batched_tokens, sched.overlap_scheduler) == (False, 3040, True)
     assert _with_recipe(SC, recipe_for(imax, "trtllm", 1024, gpu="b200")).engine.scheduler.chunked_prefill
+
+
+def test_disaggregated_context_servers_run_without_the_overlap_scheduler():
+    """TensorRT-LLM's context servers run with `disable_overlap_scheduler: True` ("not yet
+    supported in disaggregated context server architectures", examples/disaggregated/README.md),
+    so a prefill pool of the `trtllm` preset prices exactly as one whose scheduler has the
+    overlap off, while its decode pool keeps it."""
+    from dataclasses import replace
+
+    from perfmodel.serving.disagg import PoolLayout, simulate_disagg
+
+    sc = on_server(SC)
+    off = sc.engine.scheduler.model_copy(update=dict(overlap_scheduler=False))
+    sc_off = replace(sc, engine=sc.engine.model_copy(update={"scheduler": off}))
+    one = PoolLayout(workers=1, tp=1)
+    wl = [ServeWorkload.make(arrival="poisson", rate_rps=20.0, prompt_tokens=3000,
+                             output_tokens=64, num_requests=40)]
+    a, _ = simulate_disagg(sc, sc, one, one, wl)
+    b, _ = simulate_disagg(sc_off, sc, one, one, wl)
+    c, _ = simulate_disagg(sc, sc_off, one, one, wl)
+    assert a[0].ttft_p50_s == b[0].ttft_p50_s and a[0].ttft_p90_s == b[0].ttft_p90_s
+    assert c[0].tpot_p50_s != a[0].tpot_p50_s or c[0].ttft_p50_s != a[0].ttft_p50_s  # decode keeps it
