@@ -22,11 +22,11 @@ from perfmodel.core.specs import SchedulerSpec
 from perfmodel.serving import stepcost
 from perfmodel.serving.scheduler import Policy, simulate
 from perfmodel.serving.workload import Requests
+from two_requests import A_PROMPT, B_PROMPT, a_steps, a_then_b
 
 SC, _, _ = resolve("llama-3.1-8b", "h100-sxm", weights="fp8")
 COST = stepcost.build(SC, max_rows=4096, max_seqs=64, max_chunk=2048, max_context=4096)
 IMAX = "db-dump/2026-04-27 measured 2026-04-17 image lmsysorg/sglang:v0.5.9-cu130"
-A_PROMPT, B_PROMPT = 500, 300
 
 
 def _sglang(n: int) -> Policy:
@@ -36,27 +36,15 @@ def _sglang(n: int) -> Policy:
                   request_overhead_s=0.0, recv_interval_steps=n)
 
 
-def _a_then_b(b_send_s: float, a_out: int = 200) -> Requests:
-    return Requests(send_s=np.array([0.0, b_send_s]), prompt_tokens=np.array([A_PROMPT, B_PROMPT], float),
-                    output_tokens=np.array([a_out, 5], float), cached_tokens=np.zeros(2),
-                    concurrency=None)
-
-
-def _a_steps(k: int) -> np.ndarray:
-    """End times of A's prefill and of its first k decode steps (alone, context 500 + j)."""
-    t1 = COST.step_s(0, 0.0, [A_PROMPT], [0.0], finishing=1)
-    return t1 + np.concatenate([[0.0], np.cumsum([COST.step_s(1, A_PROMPT + j) for j in range(k)])])
-
-
 def test_arrival_waits_for_the_next_poll_by_hand():
     """A alone decodes; B arrives half-way through A's 3rd decode step. Interval 1: B is
     prefilled after that step (3 steps); interval 10: the prefill of A made the scheduler
     poll at once (counter 1000 >= 10, reset), so the next poll is after A's 10th step."""
-    ends = _a_steps(12)
+    ends = a_steps(COST, 12)
     b_send = ends[2] + 0.5 * (ends[3] - ends[2])
     b_prefill = COST.step_s(0, 0.0, [B_PROMPT], [0.0], finishing=1)
-    one = simulate(COST, _a_then_b(b_send), _sglang(1))
-    ten = simulate(COST, _a_then_b(b_send), _sglang(10))
+    one = simulate(COST, a_then_b(b_send), _sglang(1))
+    ten = simulate(COST, a_then_b(b_send), _sglang(10))
     assert one.first_s[1] == pytest.approx(ends[3] + b_prefill, rel=1e-9)
     assert ten.first_s[1] == pytest.approx(ends[10] + b_prefill, rel=1e-9)
     assert one.first_s[0] == ten.first_s[0] == pytest.approx(ends[0], rel=1e-12)
@@ -65,7 +53,7 @@ def test_arrival_waits_for_the_next_poll_by_hand():
 def test_an_idle_engine_takes_a_request_at_once():
     """Nothing running: SGLang's idle loop polls every iteration (the counter's None weight),
     so the interval does not delay a request that finds the engine idle."""
-    req = _a_then_b(10.0, a_out=3)        # A is long done when B arrives
+    req = a_then_b(10.0, a_out=3)        # A is long done when B arrives
     one, ten = (simulate(COST, req, _sglang(n)) for n in (1, 10))
     assert ten.first_s == pytest.approx(one.first_s, rel=1e-12)
 
@@ -74,10 +62,10 @@ def test_an_idle_engine_takes_a_request_at_once():
 def test_poll_delay_is_at_most_the_interval(frac, at, n):
     """B's first token comes no earlier than with polling every step, and at most n - 1 decode
     steps later (it is seen within n steps of the step it arrived in)."""
-    ends = _a_steps(100)
+    ends = a_steps(COST, 100)
     b_send = ends[at] + frac * (ends[at + 1] - ends[at])
-    base = simulate(COST, _a_then_b(b_send), _sglang(1)).first_s[1]
-    got = simulate(COST, _a_then_b(b_send), _sglang(n)).first_s[1]
+    base = simulate(COST, a_then_b(b_send), _sglang(1)).first_s[1]
+    got = simulate(COST, a_then_b(b_send), _sglang(n)).first_s[1]
     longest = float(np.max(np.diff(ends)))
     assert base <= got * (1 + 1e-12)
     assert got - base <= (n - 1) * longest * (1 + 1e-9)

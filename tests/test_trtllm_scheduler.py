@@ -25,10 +25,10 @@ from perfmodel.serving import stepcost
 from perfmodel.serving.scheduler import Policy, simulate
 from perfmodel.serving.simulate import _policy, on_server
 from perfmodel.serving.workload import Requests, ServeWorkload
+from two_requests import A_PROMPT, B_PROMPT, a_steps, a_then_b
 
 SC, _, _ = resolve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="trtllm")
 COST = stepcost.build(SC, max_rows=4096, max_seqs=64, max_chunk=2048, max_context=4096)
-A_PROMPT, B_PROMPT = 500, 300
 
 
 def _trtllm(overlap: bool) -> Policy:
@@ -36,18 +36,6 @@ def _trtllm(overlap: bool) -> Policy:
     return Policy(static=False, mixed=True, chunked=True, max_seqs=64, token_budget=8192,
                   total_blocks=100_000, block_tokens=1, reserve_output=False,
                   request_overhead_s=0.0, overlap=overlap)
-
-
-def _a_then_b(b_send_s: float, a_out: int = 200) -> Requests:
-    return Requests(send_s=np.array([0.0, b_send_s]), prompt_tokens=np.array([A_PROMPT, B_PROMPT], float),
-                    output_tokens=np.array([a_out, 5], float), cached_tokens=np.zeros(2),
-                    concurrency=None)
-
-
-def _a_steps(k: int) -> np.ndarray:
-    """End times of A's prefill and of its first k decode steps alone (context 500 + j)."""
-    t1 = COST.step_s(0, 0.0, [A_PROMPT], [0.0], finishing=1)
-    return t1 + np.concatenate([[0.0], np.cumsum([COST.step_s(1, A_PROMPT + j) for j in range(k)])])
 
 
 def _joint(a_decodes: int) -> float:
@@ -59,10 +47,10 @@ def test_arrival_during_a_step_joins_one_step_later_by_hand():
     """A alone decodes; B arrives half-way through A's 3rd decode step. Synchronous loop: B's
     prompt rides in the step right after it (A's 4th decode). Overlap: that step was scheduled
     when the 3rd began, without B; B rides in the next one (A's 5th decode)."""
-    ends = _a_steps(12)
+    ends = a_steps(COST, 12)
     b_send = ends[2] + 0.5 * (ends[3] - ends[2])
-    sync = simulate(COST, _a_then_b(b_send), _trtllm(False))
-    over = simulate(COST, _a_then_b(b_send), _trtllm(True))
+    sync = simulate(COST, a_then_b(b_send), _trtllm(False))
+    over = simulate(COST, a_then_b(b_send), _trtllm(True))
     assert sync.first_s[1] == pytest.approx(ends[3] + _joint(3), rel=1e-9)
     assert over.first_s[1] == pytest.approx(ends[4] + _joint(4), rel=1e-9)
     assert sync.first_s[0] == over.first_s[0] == pytest.approx(ends[0], rel=1e-12)
@@ -71,7 +59,7 @@ def test_arrival_during_a_step_joins_one_step_later_by_hand():
 def test_an_idle_engine_takes_a_request_at_once():
     """Nothing running: _fetch_new_requests blocks on the queue (timeout None when no request
     is active), so the overlap does not delay a request that finds the engine idle."""
-    req = _a_then_b(10.0, a_out=3)        # A is long done when B arrives
+    req = a_then_b(10.0, a_out=3)        # A is long done when B arrives
     sync, over = (simulate(COST, req, _trtllm(o)) for o in (False, True))
     assert over.first_s == pytest.approx(sync.first_s, rel=1e-12)
 
@@ -80,10 +68,10 @@ def test_an_idle_engine_takes_a_request_at_once():
 def test_overlap_delays_an_arrival_by_one_decode_step(frac, at):
     """B arriving during A's decodes starts exactly one of A's decode steps later than in a
     synchronous loop (never earlier, never by more than the longest such step)."""
-    ends = _a_steps(100)
+    ends = a_steps(COST, 100)
     b_send = ends[at] + frac * (ends[at + 1] - ends[at])
-    base = simulate(COST, _a_then_b(b_send), _trtllm(False)).first_s[1]
-    got = simulate(COST, _a_then_b(b_send), _trtllm(True)).first_s[1]
+    base = simulate(COST, a_then_b(b_send), _trtllm(False)).first_s[1]
+    got = simulate(COST, a_then_b(b_send), _trtllm(True)).first_s[1]
     longest = float(np.max(np.diff(ends)))
     assert base < got
     assert got - base <= longest * (1 + 1e-6)
