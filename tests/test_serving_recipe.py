@@ -28,6 +28,8 @@ AIC = "aic gap analysis measured 2026-03-20"
 IMAX = "db-dump/2026-04-27 measured 2026-04-17 image vllm/vllm-openai:v0.19.0-cu130"
 # the file's row 2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c64_tp4_ep4_1392
 COPIED = "aic gap analysis measured 2026-04-03 image image=vllm/vllm-openai:v0.19.0-cu130"
+# the file's 441 Llama-3.1-70B rows (serving_recipe docstring, Provenance: InferenceMAX's 70B sweep)
+LLAMA70B = "aic gap analysis measured 2025-10-29"
 
 
 def _row(**over) -> dict:
@@ -50,6 +52,8 @@ def _map(**over):
     (AIC, "aic"), ("aic gap analysis", "aic"), (IMAX, "inferencemax"), (COPIED, "inferencemax"),
     ("aic gap analysis measured 2026-03-20 image lmsysorg/sglang:v0.5.1", "aic"),
     ("db-dump/2026-04-27 measured 2025-11-02", "inferencemax"), ("", "other"),
+    (LLAMA70B, "inferencemax"), ("aic gap analysis measured 2025-10-30", "aic"),
+    ("aic gap analysis 2025-10-29", "aic"), ("db-dump/x measured 2025-10-29", "inferencemax"),
     ("aiconfigurator sweep", "other"), ("my own runs", "other")])
 def test_the_source_column_names_the_family(source, want):
     assert family(source) == want
@@ -99,6 +103,75 @@ def test_the_shipped_files_aic_image_rows_are_inferencemax_copies():
                 assert _date_image(a.get("source")) == _date_image(d.get("source"))
                 pairs += 1
     assert pairs >= 120
+
+
+# InferenceMAX's 70B sweep (SemiAnalysisAI/InferenceX .github/workflows/70b-tmpl.yml, 1k1k/1k8k/
+# 8k1k blocks of full-sweep-tmpl.yml): tp-list [1, 2, 4, 8] ([2, 4, 8] on H100); the TensorRT-LLM
+# jobs' conc-list [4, 8, 16, 32, 64, 128], the vLLM jobs' InferenceMAX default 4..64 (README
+# "CONC 4, 8, 16, 32, 64"); FP4 on B200 only; TensorRT-LLM on B200 and H200 only.
+_IMAX_70B_JOBS = {("trtllm", "b200_sxm", "fp4"), ("trtllm", "b200_sxm", "fp8"),
+                  ("trtllm", "h200_sxm", "fp8"), ("vllm", "b200_sxm", "fp4"),
+                  ("vllm", "b200_sxm", "fp8"), ("vllm", "h200_sxm", "fp8"), ("vllm", "h100_sxm", "fp8")}
+
+
+def _imax_70b_grid() -> set[tuple]:
+    out = set()
+    for engine, system, prec in _IMAX_70B_JOBS:
+        tps = (2, 4, 8) if system == "h100_sxm" else (1, 2, 4, 8)
+        concs = (4, 8, 16, 32, 64, 128) if engine == "trtllm" else (4, 8, 16, 32, 64)
+        for isl, osl in ((1024, 1024), (1024, 8192), (8192, 1024)):
+            out |= {(engine, system, prec, isl, osl, tp, c) for tp in tps for c in concs}
+    return out
+
+
+def test_the_shipped_files_llama70b_import_is_inferencemaxs_70b_sweep():
+    """The evidence of serving_recipe's second Provenance rule, counted on the shipped file: the
+    image-less "aic" rows measured 2025-10-29 are exactly InferenceMAX's 70B sweep grid, name no
+    engine version (as no other aggregated "aic" row does), and the image-less InferenceMAX
+    rows of AIConfigurator's same import repeat this file's db-dump rows."""
+    rows = read_serving(DEFAULT_SERVING)
+    imp = [r for r in rows if r.get("source") == LLAMA70B]
+    assert len(imp) == 441 == len(_imax_70b_grid())
+    assert all(copied_from_inferencemax(r.get("source")) for r in imp)
+    assert {r.get("model_path") for r in imp} == {"meta-llama/Llama-3.1-70B"}
+    got = {(r.get("backend"), r.get("system"), r.get("precision"), int(r.get("isl")),
+            int(r.get("osl")), int(r.get("tp_size")), int(r.get("batch_size"))) for r in imp}
+    assert got == _imax_70b_grid()                      # every point, once, and nothing else
+    # AIConfigurator's own aggregated runs name the engine version; these rows do not
+    own = [r for r in rows if family(r.get("source")) == "aic" and r.get("mode") == "agg"]
+    assert len(own) > 600 and all(r.get("backend_version") for r in own)
+    assert not any(r.get("backend_version") for r in imp)
+    # AIConfigurator's silicon_sample.csv (ai-dynamo/aiconfigurator, aic-core/src/
+    # aiconfigurator_core/systems/, silicon_data_source "source_file=2026-04-06.csv; ...; wip=
+    # False", the Llama rows' import) rows 2026_04_06_deepseek_r1_{h200_sxm_trtllm_fp8..._285,
+    # b200_sxm_trtllm_fp4..._284, b200_sxm_sglang_fp4..._273}: TTFT, TPOT (ms), measured date
+    same_import = [(616.3300446991343, 26.12158301838722, "2025-11-02"),
+                   (228.0174952262314, 13.958856669512974, "2025-11-02"),
+                   (592.7029677317478, 12.304602315039775, "2025-11-10")]
+    for ttft, tpot, date in same_import:
+        twin = [r for r in rows if float(r.get("silicon_ttft_ms")) == ttft
+                and float(r.get("silicon_tpot_ms")) == tpot]
+        assert len(twin) == 1 and twin[0].get("source") == f"db-dump/2026-04-27 measured {date}"
+    # InferenceMAX rows of that time name no image: the db-dump rows measured in 2025-11
+    nov = [r for r in rows if r.get("source").startswith("db-dump/2026-04-27 measured 2025-11")]
+    assert len(nov) >= 80 and not any("image" in r.get("source") for r in nov)
+
+
+def test_the_llama70b_import_gets_inferencemaxs_70b_recipe_by_hand():
+    # benchmarks/70b_fp8_h200_trt_slurm.sh: --max_num_tokens $MAX_MODEL_LEN, 2048 at 1k/1k
+    # (full-sweep-tmpl.yml), no enable_chunked_prefill, cuda_graph_config max_batch_size 1024
+    r = recipe_for(LLAMA70B, "trtllm", 1024, concurrency=4, gpu="h200-sxm", output=1024)
+    assert r.family == "inferencemax" and r.range_ratio == 0.8
+    assert (r.max_num_batched_tokens, r.chunked_prefill, r.decode_graph_max_batch) == (2048, False, 1024)
+    assert recipe_for(LLAMA70B, "trtllm", 8192, gpu="b200", output=1024).max_num_batched_tokens == 9216
+    assert "Llama-70B sweep" in r.notes[0]
+    # vLLM: the script's --max-num-batched-tokens 8192 is the preset's own default: not set
+    v = recipe_for(LLAMA70B, "vllm", 1024, concurrency=4, gpu="b200", output=1024)
+    assert v.family == "inferencemax" and v.max_num_batched_tokens is None
+    # other InferenceMAX TensorRT-LLM rows keep their scripts' flags (dsr1 B200: graphs 512)
+    d = recipe_for(IMAX, "trtllm", 1024, gpu="b200", output=1024)
+    assert d.max_num_batched_tokens is None and d.decode_graph_max_batch == 512
+    assert recipe_for(AIC, "trtllm", 1024).family == "aic"
 
 
 def test_aic_vllm_budget_is_the_generators_rule_by_hand():

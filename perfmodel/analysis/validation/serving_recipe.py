@@ -80,6 +80,19 @@ MiniMax-M2.5 fp8 on 4 x B200, vLLM 1024/1024 at C=64, measured 2026-04-03 on vLL
 same TTFT and TPOT under both sources); no "aic" row without image= has such a twin; and the
 image= rows run only InferenceX's length grid (1k/1k, 8k/1k, 1k/8k), while AIConfigurator's
 own sweeps run many others.
+A second import names no image: the 441 Llama-3.1-70B rows "aic ... measured 2025-10-29"
+(AIC_INFERENCEMAX_IMPORT_DATES; vLLM and TRT-LLM, no engine version) are InferenceMAX v1's
+Llama-70B sweep (nvidia/Llama-3.3-70B-Instruct-FP8/FP4, the 3.1-70B architecture). Evidence:
+(1) AIConfigurator's own silicon_sample.csv (column silicon_data_source) files them, as
+"source_file=2026-04-06.csv; model=Llama-3.1-70B; silicon_concurrency=C; measured=2025-10-29;
+wip=False", in the same import as its DeepSeek-R1 rows measured 2025-11-02 and 2025-11-10,
+which repeat this file's db-dump rows to the last digit (H200 TRT-LLM fp8 1k/1k C=32:
+616.3300446991343 ms, 26.12158301838722 ms) and, like every db-dump row measured in 2025-11,
+name no image; (2) their points are the whole product of InferenceMAX's 70B sweep
+(.github/workflows/70b-tmpl.yml: ISL/OSL 1k/1k, 1k/8k, 8k/1k; TP 1, 2, 4, 8, on H100 2, 4, 8;
+concurrency 4..64, the TensorRT-LLM jobs' conc-list 4..128; FP4 on B200 only, TensorRT-LLM on
+B200 and H200 only) and nothing else; (3) every other aggregated "aic" row without image=
+carries an engine version. tests/test_serving_recipe.py counts (2) and (3) on the shipped file.
 """
 
 from __future__ import annotations
@@ -134,6 +147,16 @@ INFERENCEMAX_SGLANG_DISAGG_RECV_GPUS = ("b200", "b300", "gb200", "gb300")
 
 # Provenance (module docstring): the marker of an "aic" row that is an InferenceMAX measurement.
 AIC_COPIED_IMAGE_TAG = "image="
+# Provenance (module docstring): measurement dates of "aic" imports that name no image but are
+# InferenceMAX database rows (2025-10-29: its Llama-70B sweep, 441 rows of the shipped file).
+AIC_INFERENCEMAX_IMPORT_DATES = ("2025-10-29",)
+# InferenceMAX's Llama-70B TensorRT-LLM scripts (benchmarks/70b_fp8_h200_trt_slurm.sh,
+# 70b_fp4_b200_trt_slurm.sh): `trtllm-serve --max_num_tokens $MAX_MODEL_LEN` with no
+# enable_chunked_prefill (TensorRT-LLM's default: off) and cuda_graph_config max_batch_size 1024;
+# the 70B sweep passes max-model-len ISL + OSL (full-sweep-tmpl.yml: 2048 for 1k/1k, 9216 for
+# 1k/8k and 8k/1k). Not replayed: batch_wait_max_tokens_ratio 0.9 / batch_wait_timeout_iters 20
+# (1k/1k below TP 8), which the simulator's scheduler has no term for.
+INFERENCEMAX_LLAMA70B_TRTLLM_GRAPH_MAX_BATCH = 1024
 
 Family = Literal["aic", "inferencemax", "other"]
 
@@ -172,11 +195,24 @@ class Recipe(BaseModel):
                 self.chunked_prefill)
 
 
+def _measured(source: str) -> str | None:
+    words = source.split()
+    return words[words.index("measured") + 1] if "measured" in words[:-1] else None
+
+
+def _llama70b_import(source: str) -> bool:
+    """An "aic" row of the image-less InferenceMAX import (AIC_INFERENCEMAX_IMPORT_DATES)."""
+    s = source.strip().lower()
+    return (s.split(" ", 1)[0] == "aic" and AIC_COPIED_IMAGE_TAG not in s
+            and _measured(s) in AIC_INFERENCEMAX_IMPORT_DATES)
+
+
 def copied_from_inferencemax(source: str) -> bool:
-    """An "aic" source that names a container (`image=`): an InferenceMAX measurement copied
+    """An "aic" source that names a container (`image=`), or that was measured on a date of an
+    InferenceMAX import (AIC_INFERENCEMAX_IMPORT_DATES): an InferenceMAX measurement copied
     into AIConfigurator's file (module docstring, "Provenance")."""
     s = source.strip().lower()
-    return s.split(" ", 1)[0] == "aic" and AIC_COPIED_IMAGE_TAG in s
+    return (s.split(" ", 1)[0] == "aic" and AIC_COPIED_IMAGE_TAG in s) or _llama70b_import(s)
 
 
 def family(source: str) -> Family:
@@ -279,11 +315,20 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
                  f"[{r:g} x L, L] (--random-range-ratio {r:g}), 2 x C warm-up drained; engine "
                  "flags not in the file: preset defaults"]
         if copied_from_inferencemax(source):
+            why = ("its source names the container image=; such rows repeat db-dump rows' "
+                   "values, date and image" if AIC_COPIED_IMAGE_TAG in source.lower() else
+                   "measured on the date of InferenceMAX's Llama-70B sweep imported without "
+                   "an image; serving_recipe docstring, Provenance")
             notes.insert(0, "provenance: an InferenceMAX measurement copied into "
-                            "AIConfigurator's file (its source names the container image=; "
-                            "such rows repeat db-dump rows' values, date and image)")
+                            f"AIConfigurator's file ({why})")
         recv = _inferencemax_recv(engine, concurrency, gpu, disagg)
         graphs = None if disagg else _inferencemax_graphs(engine, gpu, prompt, output)
+        budget = chunked = None
+        if engine == "trtllm" and _llama70b_import(source) and output is not None:
+            budget, chunked = prompt + output, False
+            graphs = INFERENCEMAX_LLAMA70B_TRTLLM_GRAPH_MAX_BATCH
+            notes.append(f"engine: max_num_tokens {budget} = max-model-len ISL + OSL, no "
+                         "chunked prefill (InferenceMAX Llama-70B TensorRT-LLM scripts)")
         if graphs is not None:
             notes.append(f"engine: CUDA graphs for decode batches up to {graphs} (InferenceX "
                          f"{engine} script for {gpu})")
@@ -295,5 +340,6 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
             notes.append(f"engine: SGLang --scheduler-recv-interval {recv} (InferenceMAX "
                          f"Blackwell SGLang scripts: 10 below C=16, 30 from it)")
         return Recipe(family="inferencemax", range_ratio=r, recv_interval_steps=recv,
-                      decode_graph_max_batch=graphs, notes=tuple(notes))
+                      decode_graph_max_batch=graphs, max_num_batched_tokens=budget,
+                      chunked_prefill=chunked, notes=tuple(notes))
     return Recipe(notes=("harness not stated: closed loop, fixed lengths, engine defaults",))
