@@ -25,6 +25,10 @@ Per (model, tp, T), random weights (timing depends on shapes):
   layer_gpu_s: a loop of `reps` layers queued behind a sleep, per layer;
   layer_wall_s: the same loop without the head start (host issue and GPU run together);
   layer_issue_s: host time to enqueue one layer (the loop before its synchronize, per layer);
+  ops_host_s: each op's host time to enqueue it (queued behind the sleep: no waiting on the GPU);
+  experts_touched: distinct experts of the routing (uniform random top-k, as
+         bench_moe_prefill.py: random weights make the router's own choice degenerate, so
+         the router and top-k are timed on their logits but the dispatch follows this draw);
   kernels: CUDA kernels (and memcpy/memset) launched by one layer (torch.profiler).
 JSON (schema_version 1): env, args, records [...], skipped, elapsed_s.
 """
@@ -280,7 +284,9 @@ def _moe_ops(sh: Shard, T: int):
             w = sc.gather(1, ids)
         else:
             w, ids = lg.softmax(-1).topk(k, -1)
-        s["ids"], s["w"] = ids, w / w.sum(-1, keepdim=True)
+        # dispatch follows the uniform routing drawn in measure() (s["route"]): random weights
+        # give degenerate logits (every token picks the same experts); the top-k is still timed
+        s["ids"], s["w"] = s.get("route", ids), w / w.sum(-1, keepdim=True)
 
     def align_(s):
         s["sorted"], s["eids"], s["npp"] = align(s["ids"], sh.E, CFG["BLOCK_M"])
@@ -317,6 +323,8 @@ def measure(sh: Shard, T: int, reps: int, cuda: bool) -> dict:
     ops = layer_ops(sh, T)
     s = {"x": torch.randn(T, sh.D, device=sh.dev, dtype=torch.bfloat16),
          "res": torch.zeros(T, sh.D, device=sh.dev, dtype=torch.bfloat16)}
+    if sh.E:   # uniform random top-k, distinct experts per token (bench_moe_prefill.routing)
+        s["route"] = torch.rand(T, sh.E, device=sh.dev).topk(sh.k, dim=1).indices
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     for _ in range(3):
         run_layer(ops, s)
@@ -327,13 +335,16 @@ def measure(sh: Shard, T: int, reps: int, cuda: bool) -> dict:
     sync()
     est = time.perf_counter() - t0
     per_op = {n: [] for n, _ in ops}
+    host_op = {n: [] for n, _ in ops}
     for _ in range(reps):             # per-op GPU time: the whole layer queued behind a sleep
         if cuda:
             ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(ops) + 1)]
             _sleep(2 * est + 2e-3, cuda)
             ev[0].record()
             for i, (n, fn) in enumerate(ops):
+                t = time.perf_counter()
                 fn(s)
+                host_op[n].append(time.perf_counter() - t)
                 ev[i + 1].record()
             sync()
             for i, (n, _) in enumerate(ops):
@@ -367,6 +378,9 @@ def measure(sh: Shard, T: int, reps: int, cuda: bool) -> dict:
            "layer_wall_s": statistics.median(wall), "layer_issue_s": statistics.median(issue),
            "layer_gpu_s": statistics.median(gpu) if gpu else None, "loop": loop}
     rec["ops_sum_s"] = sum(rec["ops_s"].values())
+    rec["ops_host_s"] = {n: statistics.median(v) for n, v in host_op.items() if v}
+    if sh.E:
+        rec["experts_touched"] = int(torch.unique(s["route"]).numel())
     rec["kernels"] = count_kernels(ops, s, cuda)
     return rec
 
