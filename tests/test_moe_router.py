@@ -2,6 +2,8 @@
 W8A8 kernel, priced against the H200 whole-layer run (calibrate/bench_moe_layer.py)."""
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from perfmodel.core.catalog import load_model
 from perfmodel.core.catalog.hf_config import load_hf_config
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYER_RUN = ROOT / "calibrate" / "data" / "moe-layer-h200-sxm-20261202.json"
+LAYER_RUN = ROOT / "calibrate" / "data" / "moe-layer-h200-sxm-20261202b.json"
 
 
 def _router_s_per_layer(model, weights="fp8", gpu="h200-sxm", tp=8, T=8192, **spec):
@@ -59,7 +61,7 @@ def test_hf_config_sets_the_fp32_router_by_model_type(tmp_path):
 
 @pytest.mark.parametrize("T", [1024, 8192])
 def test_fp32_router_time_matches_the_h200_layer_run(T):
-    # measured: calibrate/data/moe-layer-h200-sxm-20261202.json, MiniMax-M2.5 tp8 router op
+    # measured: calibrate/data/moe-layer-h200-sxm-20261202b.json, MiniMax-M2.5 tp8 router op
     # (fp32 upcast + fp32 GEMM M x 3072 @ 3072 x 256): 62 us at 1024, 337 us at 8192
     measured = _measured_router_s("minimax-m2.5", 8, T)
     assert 0.75 <= _router_s_per_layer("minimax-m2.5", T=T) / measured <= 1.15
@@ -84,3 +86,19 @@ def test_fp32_router_costs_more_than_16_bit_at_every_size():
     for T in (1, 64, 1024, 8192):
         assert (_router_s_per_layer("minimax-m2.5", T=T)
                 > _router_s_per_layer("minimax-m2.5", T=T, router_fp32=False))
+
+
+def test_layer_bench_quick_cpu_run_writes_its_records(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "layer.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "calibrate" / "bench_moe_layer.py"),
+                           "--quick", "--device", "cpu", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert res["checks"]["align_ok"] and res["checks"]["gate_up_rel_err"] < 0.01
+    assert not res["skipped"] and len(res["records"]) == 2
+    for rec in res["records"]:
+        assert {"router", "topk", "align", "gate_up", "down", "combine"} <= set(rec["ops_s"])
+        assert rec["ops_sum_s"] > 0 and rec["layer_wall_s"] > 0
+        assert rec["experts_touched"] <= rec["experts"]

@@ -79,13 +79,14 @@ HOPPER_GEMM_BY_DTYPE = {
                            source="fp8 1x128x128x128 block scales: " + _H200_GEMM),
     # fp32 (no TF32: torch's default matmul precision, which vLLM keeps): the fp32 router GEMM
     # of MiniMax-M2 (M x 3072 @ 3072 x 256, MoESpec.router_fp32) measured in a whole layer,
-    # calibrate/data/moe-layer-h200-sxm-20261202.json: 337 us at M = 8192 and 62 us at 1024,
+    # calibrate/data/moe-layer-h200-sxm-20261202b.json (and the first run, 20261202.json, the
+    # same to 1 us): 336 us at M = 8192 and 61 us at 1024,
     # less the fp32 upcast (35 and ~7 us at HBM rate) -> 0.64 and 0.44 of the 66.9 TFLOP/s
     # fp32 peak; the curve through both points: 0.684 / 570 rows. One narrow-N shape: kept to
     # the fp32 routers (roofline.router_dtype), other fp32 GEMMs keep the vendor default.
     "fp32_router": GemmCurve(gemm_max=0.684, gemm_half_m=570.0,
                       source="fp32 router GEMM (MiniMax-M2 shape) in calibrate/data/"
-                             "moe-layer-h200-sxm-20261202.json (calibrate/bench_moe_layer.py)"),
+                             "moe-layer-h200-sxm-20261202b.json (calibrate/bench_moe_layer.py)"),
 }
 
 
