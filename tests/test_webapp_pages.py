@@ -57,6 +57,21 @@ def test_definitions_page_lists_metrics_and_every_engine():
     assert all(f"**{b}**" in body for b in ("memory", "compute", "communication", "overhead"))
 
 
+def test_efficiency_table_gives_every_card_its_own_fused_moe_fraction():
+    """B200 and H200 share vendor and memory type (HBM3e) but not the fused-MoE GEMM fraction:
+    0.25 on datacenter Blackwell (flashinfer PR #5301, calibrate/fit_moe_blackwell.py), 0.465
+    measured on the H200 (calibrate/MOE_PREFILL_NOTES.md); the table must not merge them."""
+    from perfmodel.webapp.views.definitions import efficiency_table
+    t = efficiency_table()
+    frac = {}
+    for cards, f in zip(t["cards"], t["fused-MoE kernel fraction"]):
+        for card in cards.split(", "):
+            assert card not in frac                      # each card in exactly one row
+            frac[card] = f
+    assert frac["b200"] == pytest.approx(0.25) and frac["gb200"] == pytest.approx(0.25)
+    assert frac["h200-sxm"] == pytest.approx(0.465) and frac["h100-sxm"] == pytest.approx(0.465)
+
+
 
 
 def test_sweep_over_concurrency_uses_the_serving_model():

@@ -55,21 +55,29 @@ def _nvls_window(e) -> str:
     return f"above {lo / MiB:.3g}" if hi is None else f"{lo / MiB:.3g} - {hi / MiB:.3g}"
 
 
+_EFF_COLUMNS = (("memory bw", "mem_bw_fraction", 1.0), ("GEMM max", "gemm_max", 1.0),
+                ("GEMM half-M (rows)", "gemm_half_m", 1.0),
+                ("fused-MoE kernel fraction", "grouped_kernel_fraction", 1.0),
+                ("attention compute", "attn_compute", 1.0), ("attention KV read", "attn_mem", 1.0),
+                ("kernel (us)", "kernel_s", 1 / US), ("link", "link_fraction", 1.0))
+
+
 def efficiency_table() -> dict[str, list]:
+    """One row per vendor, memory type and set of default efficiencies (cards of one memory
+    type can differ: datacenter Blackwell's fused-MoE kernel fraction, core/efficiency.py)."""
     seen: dict[tuple, list[str]] = {}
     for hw in list_gpus():
-        seen.setdefault((hw.vendor, hw.memory_type), []).append(hw.id)
-    cols: dict[str, list] = {k: [] for k in ("vendor", "memory", "cards", "memory bw", "GEMM max",
-                                             "GEMM half-M (rows)", "attention compute",
-                                             "attention KV read", "kernel (us)", "link")}
-    for (vendor, mem), ids in sorted(seen.items()):
-        e = default_efficiency(next(h for h in list_gpus() if h.id == ids[0]))
-        for k, v in (("vendor", vendor), ("memory", mem), ("cards", ", ".join(ids)),
-                     ("memory bw", e.mem_bw_fraction), ("GEMM max", e.gemm_max),
-                     ("GEMM half-M (rows)", e.gemm_half_m), ("attention compute", e.attn_compute),
-                     ("attention KV read", e.attn_mem), ("kernel (us)", e.kernel_s / US),
-                     ("link", e.link_fraction)):
-            cols[k].append(v)
+        e = default_efficiency(hw)
+        vals = tuple(getattr(e, f) * scale for _, f, scale in _EFF_COLUMNS)
+        seen.setdefault((hw.vendor, hw.memory_type, vals), []).append(hw.id)
+    cols: dict[str, list] = {k: [] for k in ("vendor", "memory", "cards")}
+    cols.update({name: [] for name, _, _ in _EFF_COLUMNS})
+    for (vendor, mem, vals), ids in sorted(seen.items()):
+        cols["vendor"].append(vendor)
+        cols["memory"].append(mem)
+        cols["cards"].append(", ".join(ids))
+        for (name, _, _), v in zip(_EFF_COLUMNS, vals):
+            cols[name].append(v)
     return cols
 
 
