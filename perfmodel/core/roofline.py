@@ -163,7 +163,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         if op.kind == "gemm":
             op_dtype, op_dequant = per_module.get(op.group, (dtype, dequant))
             if op.group == "router":
-                op_dtype, op_dequant = router_dtype(m, hw), False
+                op_dtype, op_dequant = router_dtype(m, hw, op_dtype), False
             experts = op.name == "experts" and m.moe is not None
             if experts and op_dtype in W8A8_DTYPES:   # quantize casts inside the fused MoE
                 k = k + engine.moe_act_quant_kernels * m.num_moe_layers
@@ -251,13 +251,16 @@ def _module_dtypes(hw: HardwareSpec, p: Precision, engine: EngineProfile,
     return out
 
 
-def router_dtype(m: ModelSpec, hw: HardwareSpec) -> str:
+def router_dtype(m: ModelSpec, hw: HardwareSpec, default: str) -> str:
     """The compute dtype of an MoE router GEMM: fp32 where the architecture's engines upcast it
     (MoESpec.router_fp32), else the 16-bit activation dtype; never a W8A8 kernel (vLLM, SGLang
-    and TensorRT-LLM build the gate unquantized: ReplicatedLinear(quant_config=None))."""
-    if m.moe is not None and m.moe.router_fp32 and "fp32" in hw.peak_flops_per_s:
-        return "fp32"
-    return "bf16" if "bf16" in hw.peak_flops_per_s else "fp16"
+    and TensorRT-LLM build the gate unquantized: ReplicatedLinear(quant_config=None)). A chip
+    listing none of these peaks keeps `default`, the step's dtype."""
+    wanted = ("fp32",) if m.moe is not None and m.moe.router_fp32 else ()
+    for name in wanted + ("bf16", "fp16"):
+        if name in hw.peak_flops_per_s:
+            return name
+    return default
 
 
 def gemm_kind(dtype: str, weights: NumberFormat) -> str:
