@@ -102,3 +102,15 @@ def test_layer_bench_quick_cpu_run_writes_its_records(tmp_path):
         assert {"router", "topk", "align", "gate_up", "down", "combine"} <= set(rec["ops_s"])
         assert rec["ops_sum_s"] > 0 and rec["layer_wall_s"] > 0
         assert rec["experts_touched"] <= rec["experts"]
+
+
+def test_router_bench_quick_cpu_run(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "calibrate" / "bench_router_gemm.py"),
+                           "--quick", "--device", "cpu", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    recs = json.loads(out.read_text())["records"]
+    assert {r["dtype"] for r in recs} == {"fp32", "bf16"}
+    assert all(r["flops"] == 2.0 * r["M"] * r["D"] * r["E"] and r["seconds"] > 0 for r in recs)
