@@ -18,6 +18,7 @@ from perfmodel.analysis.validation.serving_recipe import (AIC_MARGIN_TOKENS, AIC
                                                           INFERENCEMAX_RANGE_RATIO, Recipe,
                                                           copied_from_inferencemax, family,
                                                           recipe_for)
+from perfmodel.core.catalog import load_model
 from perfmodel.analysis.validation.serving_run import DEFAULT_SERVING
 from perfmodel.analysis.validation.serving_table import read_serving, rows_from_dicts
 from perfmodel.core.engines import ENGINES
@@ -113,6 +114,7 @@ def test_aic_trtllm_budget_rounds_up_to_the_block_by_hand():
 
 def test_sglang_and_inferencemax_rows_keep_the_engine_defaults():
     assert recipe_for(AIC, "sglang", 1024).max_num_batched_tokens is None
+    assert recipe_for(IMAX, "sglang", 1024).max_prefill_tokens is None
     r = recipe_for(IMAX, "vllm", 1024)
     assert r.max_num_batched_tokens is None and r.range_ratio == INFERENCEMAX_RANGE_RATIO == 0.8
 
@@ -127,12 +129,82 @@ def test_a_mapped_row_carries_its_recipe_and_says_so():
     assert t.config() != _map(source=IMAX, isl=2048).config()
 
 
-@given(source=st.text(max_size=40), engine=st.sampled_from(sorted(ENGINES)),
-       prompt=st.integers(1, 1 << 20))
-def test_any_source_engine_and_prompt_give_a_valid_recipe(source, engine, prompt):
-    r = recipe_for(source, engine, prompt)
+@given(source=st.one_of(st.text(max_size=40), st.just("aic gap analysis")),
+       engine=st.sampled_from(sorted(ENGINES)), prompt=st.integers(1, 1 << 20),
+       version=st.one_of(st.none(), st.text(max_size=12), st.just("0.5.6.post2")),
+       disagg=st.booleans())
+def test_any_source_engine_and_prompt_give_a_valid_recipe(source, engine, prompt, version, disagg):
+    r = recipe_for(source, engine, prompt, version=version, disagg=disagg)
     assert isinstance(r, Recipe) and 0 < r.range_ratio <= 1 and r.notes
     assert r.max_num_batched_tokens is None or r.max_num_batched_tokens > prompt
+    assert r.max_prefill_tokens is None or r.max_prefill_tokens > prompt
+    assert r.mixed_prefill is None or (engine == "sglang" and not disagg)
+
+
+# ------------------------------------------------------------------ AIConfigurator's SGLang
+
+def test_aic_sglang_mixes_chunks_where_the_versions_template_emits_the_flag():
+    # backend_templates/sglang/cli_args.0.5.6.post2.j2 emits --enable-mixed-chunk and
+    # --max-prefill-tokens; sglang.rule: max_prefill_tokens = isl + 1500 = 2000 + 1500 = 3500
+    r = recipe_for("aic gap analysis", "sglang", 2000, version="0.5.6.post2")
+    assert r.mixed_prefill is True and r.max_prefill_tokens == 3500
+    assert any("--enable-mixed-chunk --max-prefill-tokens 3500" in n for n in r.notes)
+    assert recipe_for("aic gap analysis", "sglang", 2000, version="v0.5.6.post2").mixed_prefill
+    # cli_args.0.5.1.post1.j2 and cli_args.j2 test the key 'enable-mix-chunk' nobody sets
+    # (every template emits --max-prefill-tokens)
+    for version in ("0.5.1.post1", "0.5.9", "nightly-dev", None):
+        r = recipe_for("aic gap analysis", "sglang", 2000, version=version)
+        assert r.mixed_prefill is None and r.max_prefill_tokens == 3500
+    # the rule is for an aggregated worker; other engines and families are untouched
+    r = recipe_for("aic gap analysis", "sglang", 2000, version="0.5.6.post2", disagg=True)
+    assert r.mixed_prefill is None and r.max_prefill_tokens is None
+    assert recipe_for("aic gap analysis", "vllm", 2000, version="0.5.6.post2").mixed_prefill is None
+    assert recipe_for(IMAX, "sglang", 2000, version="0.5.6.post2").mixed_prefill is None
+
+
+@pytest.mark.parametrize("isl, budget", [(2000, 3500), (8000, 8192)])
+def test_the_sim_predictor_caps_sglangs_prefill_tokens_at_the_chunk_size(isl, budget):
+    # SGLang PrefillAdder: a mixed step holds the decodes plus prompt chunks within
+    # min(--max-prefill-tokens, chunked_prefill_size); H200 (141 GB < 160 GiB) chunks at 8192:
+    # isl 2000 -> min(3500, 8192) = 3500; isl 8000 -> min(9500, 8192) = 8192
+    t = _map(source="aic gap analysis", backend="sglang", backend_version="0.5.6.post2",
+             system="h200_sxm", isl=isl, batch_size=80)
+    q = api.make_query(model="llama-3.1-8b", gpu="h200-sxm", engine="sglang",
+                       prompt_tokens=isl, output_tokens=128)
+    sc = sp._with_recipe(api.resolve(q)[0], t.recipe)
+    assert sc.engine.scheduler.mixed_prefill is True
+    assert sc.engine.scheduler.limits(sc.hw, sc.dep.pp)[1] == budget
+    plain = sp._with_recipe(api.resolve(q)[0], _map(
+        source="aic gap analysis", backend="sglang", backend_version="0.5.1.post1",
+        system="h200_sxm", isl=isl).recipe)
+    assert plain.engine.scheduler.mixed_prefill is False
+    assert plain.engine.scheduler.limits(plain.hw, plain.dep.pp)[1] == budget
+
+
+def _queue_bound_s(t) -> float:
+    """C prompts' prefill at the GPUs' datasheet dense peak: 2 N flop a token."""
+    n = load_model(t.model).published_params
+    peak = load_gpu(t.gpu).peak_flops_per_s[t.activations]
+    return t.concurrency * t.prompt * 2 * n / (t.tp * t.pp * t.attention_dp * peak)
+
+
+def test_the_shipped_files_sglang_rows_show_which_versions_mixed_their_chunks():
+    """The evidence of serving_recipe's SGLang rule, counted on the shipped file: a wave of C
+    prompts queued for separate prefill batches cannot average a TTFT below half of their
+    prefill at the datasheet peak. No dense 0.5.1.post1 row (no mixed-chunk flag) does; 19 of
+    the 46 dense 0.5.6.post2 rows (--enable-mixed-chunk) do."""
+    below, total = {}, {}
+    for r in read_serving(DEFAULT_SERVING):
+        if (r.get("backend"), r.get("mode")) != ("sglang", "agg") or family(r.get("source")) != "aic":
+            continue
+        t = map_serving_row(r)
+        if t.moe:
+            continue
+        v = r.get("backend_version")
+        total[v] = total.get(v, 0) + 1
+        below[v] = below.get(v, 0) + (float(r.get("silicon_ttft_ms")) / 1e3 < 0.5 * _queue_bound_s(t))
+    assert total["0.5.1.post1"] >= 70 and below["0.5.1.post1"] == 0
+    assert total["0.5.6.post2"] >= 40 and below["0.5.6.post2"] >= 15
 
 
 # ------------------------------------------------------------------ the engines' defaults

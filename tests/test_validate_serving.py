@@ -20,6 +20,7 @@ from perfmodel.analysis.validation.run import DEFAULT_TABLE, ROOT
 from perfmodel.analysis.validation.serving_map import (Capabilities, ServingTarget, ServingUnmapped,
                                                        gpu_for_system, map_serving_row)
 from perfmodel.analysis.validation.serving_results import ServingRowResult
+from perfmodel.analysis.validation.serving_recipe import AIC_SGLANG_TEMPLATE_MIXES_CHUNKS
 from perfmodel.analysis.validation.serving_report import ttft_residual_table
 from perfmodel.analysis.validation.serving_run import (DEFAULT_SERVING, _targets, concurrency_band,
                                                        measured_points, summarize,
@@ -230,6 +231,9 @@ def _serving_values_and_cells():
             if not v.is_integer():
                 values.add(v)
     cells = {r[k].lower() for r in rows for k in ("id", "model_path", "source", "backend_version")}
+    # engine versions that a cited generator template names (serving_recipe.py) key an engine
+    # rule, not a row: exempt exactly those
+    cells -= set(AIC_SGLANG_TEMPLATE_MIXES_CHUNKS)
     return values, {c for c in cells if len(c) >= 8}
 
 

@@ -8,8 +8,9 @@ latency, half the bandwidth; Simple: full bandwidth, a larger fixed latency), or
 switch's reduction rate (NVLink SHARP) where the engine runs the message on it (allreduce_s);
 across scale-up domains (tp > the NVLink domain) hierarchical: intra reduce-scatter,
 inter-domain all-reduce of a 1/g shard, intra all-gather (group_allreduce_s).
-EP spreads routed experts; the MoE layer's all-reduce becomes a dispatch and a combine
-all-to-all of k*M*D activations, peers written concurrently (alltoall_s). The busiest
+EP spreads routed experts; with TP attention the MoE layer keeps its all-reduce (every rank
+holds every token: comm_times); under attention DP it becomes a dispatch and
+a combine all-to-all of k*M*D activations, peers written concurrently (alltoall_s). The busiest
 EP rank sets the pace of the expert GEMMs and of the all-to-all (core/expert_load.py).
 Under attention DP an engine's one-sided exchange kernels are never faster than measured
 (core/moe_exchange.py: TensorRT-LLM tech blog 18, GB200 NVL72), every step of the layout.
@@ -278,18 +279,28 @@ def comm_times(m: ModelSpec, hw: HardwareSpec, eff: Efficiency, dep: Deployment,
 
     Per layer: the attention all-reduce inside a tp group over its M/dp rows (and, for q/k
     norms spanning all heads, one of the per-token q and k sums of squares); the FFN's
-    all-reduce likewise on dense layers (and on MoE layers without EP); under EP a dispatch and
-    a combine all-to-all of each GPU's M/(tp*dp) rows x k over the ep GPUs (with attention DP
-    and `one_sided_a2a`, the engine's EngineProfile.moe_a2a_kernels == 'one_sided', never
-    faster than those kernels' measured dispatch + combine: core/moe_exchange.py); with DP but no EP
-    the MoE layer all-reduces all M rows over the tp x dp GPUs (gather + reduce-scatter).
+    all-reduce likewise on dense layers and, without attention DP, on MoE layers too, with or
+    without EP; under attention DP with EP a dispatch and a combine all-to-all of each GPU's
+    M/(tp*dp) rows x k over the ep GPUs (with `one_sided_a2a`, the engine's
+    EngineProfile.moe_a2a_kernels == 'one_sided', never faster than those kernels' measured
+    dispatch + combine: core/moe_exchange.py); with DP but no EP the MoE layer all-reduces all
+    M rows over the tp x dp GPUs (gather + reduce-scatter).
+    Why EP without attention DP keeps the all-reduce: every rank holds every token after the
+    attention all-reduce, so an EP rank runs its experts on the rows routed to them and the
+    MoE output (routed + shared) is summed over the tp GPUs as on dense layers; no
+    dispatch/combine runs. TensorRT-LLM _torch/models/modeling_deepseekv3.py: the decoder
+    layer calls the MoE with final_all_reduce_params enable_allreduce unless POST_MOE_FUSION
+    or tp_size == 1, and under POST_MOE_FUSION all-reduces its output fused with the residual
+    add and RMSNorm (AllReduceFusionOp.RESIDUAL_RMS_NORM); its all-to-all runs only under
+    enable_attention_dp. SGLang's and vLLM's EP MoE without DP attention likewise end in
+    tensor_model_parallel_all_reduce.
     nvls: the engine's EngineProfile.allreduce_nvls_window (allreduce_s)."""
     if dep.tp * dep.dp == 1:
         return []
     link_for(hw, dep)
     act = np.asarray(M, dtype=float) * m.d_model * ACT_BYTES      # one B*T*D activation
     local = act / dep.dp                                           # one dp group's rows
-    moe_layers = m.num_moe_layers if (dep.ep > 1 or dep.dp > 1) else 0
+    moe_layers = m.num_moe_layers if dep.dp > 1 else 0   # dp == 1: the MLP's all-reduce
     attn_ar = group_allreduce_s(local, dep.tp, hw, dep, eff, nvls) * m.num_layers
     mlp_ar = group_allreduce_s(local, dep.tp, hw, dep, eff, nvls) * (m.num_layers - moe_layers)
     out = [("tp_allreduce_attention", attn_ar), ("tp_allreduce_mlp", mlp_ar)]

@@ -3,10 +3,18 @@
 General rules only (nothing names a row, a model or a measured value):
 - each role (prefill_*, decode_*) gets the aggregated rows' parallel rule (serving_map._parallel)
   on its own columns: tp, pp, ep = moe_ep, attention DP stated or implied by moe_tp x moe_ep;
-- experts split by MoE TP over more GPUs than the attention TP group (moe_tp > tp, e.g.
-  attention DP 4 with moe_tp 4, moe_ep 1): the model expresses expert sharding only as EP,
-  so EP = moe_tp x moe_ep / tp (the same expert bytes per GPU; the all-to-all of EP stands
-  in for MoE TP's reduce-scatter/all-gather: stated in the row's assumptions);
+- experts split over more GPUs than the attention TP group by moe_tp (moe_tp > tp, e.g.
+  attention DP 32 with moe_tp 32, moe_ep 1): read as EP = moe_tp x moe_ep / tp, the
+  deployment's expert parallelism (stated in the row's assumptions). The file writes the
+  InferenceX 'DEP' layouts of SGLang 0.5.5 (its post2 image) this way: its config
+  (.github/configs/nvidia-master.yaml, dsr1-fp8/fp4-gb200-dynamo-sglang entries of that
+  image) gives them as tp 1, ep N, dp-attn true ("1 decode worker at
+  DEP32"), and the script that ran them (ai-dynamo/dynamo components/backends/sglang/
+  slurm_jobs/scripts/gb200-fp8.sh, which the config names as hard-coding the layout) passes
+  --tp-size = --dp-size = the GPUs with --enable-dp-attention --enable-deepep-moe
+  --deepep-mode low_latency: DeepEP, whose SGLang flag sets ep_size = tp_size. So the
+  all-to-all of attention DP x EP (core/parallel.comm_times) is the run's exchange, not a
+  stand-in for MoE TP's gather/reduce-scatter;
 - workers: {role}_num_workers; unstated -> 1 (stated in the row's assumptions);
 - max batch of one worker: {role}_batch_size x the role's attention DP ({role}_batch_size is
   the engine's max_batch_size per attention-DP rank that the harness sets per role: TRT-LLM's
@@ -67,15 +75,15 @@ def workers(r: ServingMeasurement, role: str) -> tuple[int, list[str]]:
 
 
 def expert_span(r, tp: int, ep: int, dp: int) -> tuple[int, list[str]]:
-    """(EP, notes): EP widened to moe_tp x moe_ep / tp when MoE TP splits the experts over
-    more GPUs than the attention TP group (the module rule)."""
+    """(EP, notes): EP widened to moe_tp x moe_ep / tp when moe_tp spans more GPUs than
+    the attention TP group (the module rule)."""
     moe_tp, moe_ep = _count(r.get("moe_tp_size")) or 1, _count(r.get("moe_ep_size")) or 1
     span = moe_tp * moe_ep
     if moe_tp > tp and span % tp == 0 and span // tp > ep and span // tp <= tp * dp:
         new = span // tp
-        return new, [f"experts split over moe_tp {moe_tp} x moe_ep {moe_ep} GPUs: modelled as "
-                     f"EP {new} (same expert bytes per GPU; all-to-all instead of MoE TP's "
-                     "collectives)"]
+        return new, [f"experts split over moe_tp {moe_tp} x moe_ep {moe_ep} GPUs: read as "
+                     f"EP {new} (the file writes InferenceX's 'DEP' layouts, tp 1 x ep N "
+                     "with attention DP, as moe_tp N)"]
     return ep, []
 
 

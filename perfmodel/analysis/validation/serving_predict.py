@@ -119,10 +119,18 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
 
 
 def _with_recipe(sc, recipe: Recipe):
-    """The scenario with the token budget the row's deployment set (serving_recipe.py)."""
+    """The scenario with the scheduler flags the row's deployment set (serving_recipe.py)."""
     from perfmodel.serving.simulate import on_server, with_scheduler   # noqa: PLC0415
-    out = with_scheduler(on_server(sc), max_num_batched_tokens=recipe.max_num_batched_tokens,
+    sc = on_server(sc)
+    budget = recipe.max_num_batched_tokens
+    if recipe.max_prefill_tokens is not None:   # SGLang: capped by the chunk size on this GPU
+        chunk = sc.engine.scheduler.limits(sc.hw, sc.dep.pp)[1]
+        budget = recipe.max_prefill_tokens if chunk is None else min(recipe.max_prefill_tokens, chunk)
+    out = with_scheduler(sc, max_num_batched_tokens=budget,
                          recv_interval_steps=recipe.recv_interval_steps)
+    if recipe.mixed_prefill is not None:
+        sched = out.engine.scheduler.model_copy(update={"mixed_prefill": recipe.mixed_prefill})
+        out = replace(out, engine=out.engine.model_copy(update={"scheduler": sched}))
     if recipe.decode_graph_max_batch is None:
         return out
     engine = out.engine.model_copy(update={"decode_graph_max_batch": recipe.decode_graph_max_batch,

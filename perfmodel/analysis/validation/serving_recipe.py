@@ -22,12 +22,33 @@ Families (first word of `source`):
   ..., 256) are not; eval's genai_perf_runner.py sends 10 x C. 10 x C is simulated.
   The generator sets the engine's token budget per step for an aggregated worker:
   vLLM `--max-num-batched-tokens` and TRT-LLM `max_num_tokens` = max_batch_size + ISL + 1500
-  (rule_plugin/vllm.rule, trtllm.rule; TRT-LLM rounds up to tokens_per_block 32). For SGLang
-  it sets `--max-prefill-tokens` ISL + 1500 with `--enable-mixed-chunk` (rule_plugin/
-  sglang.rule), but the family's SGLang rows do not behave so: simulated with mixed chunks
-  their TTFT came out 3-6x below the measured (Qwen3-32B on H100, SGLang 0.5.1: 0.4 s against
-  2.5 s at C=64), while SGLang's own default (separate prefill batches, prefill first) is
-  within about 25% of them. So SGLang rows keep the preset's defaults.
+  (rule_plugin/vllm.rule, trtllm.rule; TRT-LLM rounds up to tokens_per_block 32). For an
+  aggregated SGLang worker its rule asks for `--max-prefill-tokens` ISL + 1500 and mixed chunks
+  (rule_plugin/sglang.rule `agg enable_mixed_chunk = true`, which backend_config_mapping.yaml
+  names `enable-mixed-chunk`), but whether the flag reaches the command line depends on the
+  engine version's template (backend_templates/sglang/cli_args.<version>.j2):
+  cli_args.0.5.6.post2.j2 emits `--enable-mixed-chunk` when `enable-mixed-chunk` is set, while
+  cli_args.0.5.1.post1.j2 and the unversioned cli_args.j2 test a key `enable-mix-chunk` that
+  the mapping never sets, so they emit no mixed-chunk flag; every template emits
+  --max-prefill-tokens.
+  SGLang then mixes the running decodes into every prefill batch, and they count against the
+  batch's tokens (managers/schedule_policy.py PrefillAdder: rem_input_tokens = max_prefill_tokens
+  - mixed_with_decode_tokens, the running batch size when mixed; chunks stay within
+  chunked_prefill_size): one step carries the decodes plus prompt chunks up to
+  min(ISL + 1500, the preset's chunked_prefill_size), the simulator's mixed step with that
+  budget. So SGLang rows of a version whose own template emits the flag (AIC_SGLANG_TEMPLATE_
+  MIXES_CHUNKS) get mixed chunks; the others keep SGLang's separate prefill batches (prefill
+  first) of at most min(ISL + 1500, chunk) new tokens (PrefillAdder admits a further prompt
+  only while it fits rem_input_tokens), within about 25% of the 0.5.1 rows (Qwen3-32B on
+  H100), where the mixed recipe came out 3-6x below the measured TTFT. Evidence in the shipped file
+  (tests/test_serving_recipe.py counts it): none of the 78 dense SGLang 0.5.1.post1 rows, but
+  19 of the 46 dense 0.5.6.post2 rows, measured a mean TTFT below half of C x ISL x 2 N /
+  (GPUs x datasheet dense peak): less than a wave of C prompts queued for separate prefill
+  batches (the default's schedule in the simulator's closed loop) can average even at perfect
+  efficiency; prompt chunks spread over the decode steps can. Which later version the generator
+  renders with which template (today: exact match, else the closest earlier one,
+  rendering/engine.py _select_versioned_template) is not known for the dates of the file's
+  0.5.8/0.5.9 rows: they keep the defaults.
 - "db-dump/..." (dump date, measurement date, image): the InferenceMAX / InferenceX
   database. Its benchmark_lib.sh runs `benchmark_serving.py --dataset-name random
   --random-range-ratio R --num-prompts ... --max-concurrency C --request-rate inf
@@ -76,6 +97,11 @@ from pydantic import BaseModel, ConfigDict, Field
 AIC_MARGIN_TOKENS = 1500
 AIC_MAX_BATCH_SIZE = 512
 AIC_TRTLLM_TOKENS_PER_BLOCK = 32     # trtllm.rule default; max_num_tokens is a multiple of it
+# Whether the generator's own template for an SGLang version emits --enable-mixed-chunk
+# (backend_templates/sglang/cli_args.<version>.j2; module docstring): 0.5.6.post2 tests the key
+# the mapping sets, 0.5.1.post1 a misspelt one. Engine versions a cited template names, not row
+# values (tests/test_validate_serving.py exempts exactly these keys from its row-value check).
+AIC_SGLANG_TEMPLATE_MIXES_CHUNKS = {"0.5.1.post1": False, "0.5.6.post2": True}
 # InferenceX recipes: "random_range_ratio: 0.8, sa-bench" (srt-slurm recipe READMEs);
 # benchmark_lib.sh passes it to benchmark_serving.py --random-range-ratio.
 INFERENCEMAX_RANGE_RATIO = 0.8
@@ -122,12 +148,18 @@ class Recipe(BaseModel):
     decode_graph_max_batch: int | None = Field(
         default=None, ge=1, description="Largest CUDA-graph decode batch the deployment "
         "captured (None: the engine preset's default).")
+    mixed_prefill: bool | None = Field(
+        default=None, description="Prompt chunks ride in the steps of the running decodes "
+        "(SGLang --enable-mixed-chunk; None: the engine preset's default).")
+    max_prefill_tokens: int | None = Field(
+        default=None, gt=0, description="SGLang --max-prefill-tokens: tokens of one mixed step, "
+        "decodes included, capped by the preset's chunk size on the GPU (None: the preset's).")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
         """What changes a prediction (rows sharing it and a configuration share a call)."""
         return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps,
-                self.decode_graph_max_batch)
+                self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens)
 
 
 def copied_from_inferencemax(source: str) -> bool:
@@ -148,7 +180,29 @@ def family(source: str) -> Family:
     return "other"
 
 
-def _aic(engine: str, prompt: int) -> Recipe:
+def _aic_sglang(prompt: int, version: str | None, disagg: bool) -> Recipe | None:
+    """An aggregated SGLang worker's --max-prefill-tokens (every generator template emits it),
+    with --enable-mixed-chunk where its version's own template emits that too (module
+    docstring); None for a disaggregated worker."""
+    if disagg:
+        return None
+    cap = prompt + AIC_MARGIN_TOKENS
+    mixed = AIC_SGLANG_TEMPLATE_MIXES_CHUNKS.get((version or "").strip().lower().lstrip("v"),
+                                                 False)
+    src = f"backend_templates/sglang/cli_args.{version}.j2" if mixed else "its template"
+    flag = "--enable-mixed-chunk " if mixed else ""
+    what = ("running decodes ride in each prefill step and count against its tokens" if mixed
+            else "separate prefill batches of at most that many new tokens (no mixed-chunk flag "
+                 "in the template of this version)")
+    return Recipe(family="aic", mixed_prefill=True if mixed else None, max_prefill_tokens=cap,
+                  notes=("harness: AIConfigurator benchmark (aiperf/genai-perf closed loop, fixed "
+                         "lengths, 2 x C warm-up drained before measuring)",
+                         f"engine: SGLang {flag}--max-prefill-tokens {cap} = ISL + "
+                         f"{AIC_MARGIN_TOKENS} (AIConfigurator generator: rule_plugin/sglang.rule, "
+                         f"emitted by {src}), within the preset's chunk size: {what}"))
+
+
+def _aic(engine: str, prompt: int, version: str | None = None, disagg: bool = False) -> Recipe:
     base = ("harness: AIConfigurator benchmark (aiperf/genai-perf closed loop, fixed lengths, "
             "2 x C warm-up drained before measuring)")
     if engine in ("vllm", "trtllm"):
@@ -164,6 +218,10 @@ def _aic(engine: str, prompt: int) -> Recipe:
                                  "(trtllm.rule cuda_graph_batch_sizes)",) if graphs else ())
         return Recipe(family="aic", max_num_batched_tokens=budget,
                       decode_graph_max_batch=graphs, notes=notes)
+    if engine == "sglang":
+        mixed = _aic_sglang(prompt, version, disagg)
+        if mixed is not None:
+            return mixed
     return Recipe(family="aic", notes=(base, f"engine: {engine} preset defaults"))
 
 
@@ -194,12 +252,13 @@ def _inferencemax_graphs(engine: str, gpu: str | None, prompt: int,
 
 
 def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None = None,
-               gpu: str | None = None, disagg: bool = False, output: int | None = None) -> Recipe:
+               gpu: str | None = None, disagg: bool = False, output: int | None = None,
+               version: str | None = None) -> Recipe:
     """The recipe of a row from its `source` cell, engine preset id and prompt length (and,
-    for the flags that depend on them, its concurrency, GPU id and mode)."""
+    for the flags that depend on them, its concurrency, GPU id, mode and engine version)."""
     fam = family(source)
     if fam == "aic":
-        return _aic(engine, prompt)
+        return _aic(engine, prompt, version, disagg)
     if fam == "inferencemax":
         r = INFERENCEMAX_RANGE_RATIO
         notes = [f"harness: InferenceMAX benchmark_serving.py closed loop, lengths uniform in "
