@@ -8,7 +8,7 @@ Per (model, tp, T), microseconds per layer:
   routed experts: measured gate_up + down (the Triton fused kernel and, inside the bench, a
       plain-torch 1x128 activation quant: an upper bound on the engines' one quant kernel)
       against the model's experts op;
-  router: measured fp32/bf16 gate GEMM (+ upcast) against the model's router op;
+  router: measured fp32/bf16 gate GEMM (+ upcast) against the model's router (+ router_upcast) ops;
   attention: SDPA flash against the model's attention op;
   layer GPU: the measured ops' sum (plain-torch small ops: norms, rope, quant, top-k, align,
       combine are unfused, so this is an upper bound) against the model's layer without the
@@ -58,7 +58,7 @@ def main(path: str) -> int:
         o, mo = r["ops_s"], m["ops"]
         exp = (o.get("gate_up", 0) + o.get("down", 0), mo.get("experts", mo.get("mlp_up", 0)
                                                                 + mo.get("mlp_down", 0)))
-        rt = (o.get("router", 0.0), mo.get("router", 0.0))
+        rt = (o.get("router", 0.0), mo.get("router", 0.0) + mo.get("router_upcast", 0.0))
         k = r["kernels"]["total"] if r["kernels"] else float("nan")
         kr = k / dense_k.get(r["T"], float("nan"))
         print(f"{r['model']:16s} {r['tp']:2d} {r['T']:5d} | {1e6 * exp[0]:6.0f} / {1e6 * exp[1]:6.0f} "

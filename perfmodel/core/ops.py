@@ -324,7 +324,7 @@ def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
     see k*M rows spread over the experts the batch touches."""
     mats = ffn_matrices(m)
     dense = [x for x in mats if x.group in ("mlp", "shared_experts", "router")]
-    result = [_fp32_router(m, op, M) for op in _linears(m, p, dense, M, "mlp")]
+    result = [x for op in _linears(m, p, dense, M, "mlp") for x in _fp32_router(m, op, M)]
     act_width = 2 * m.ffn_dim if m.num_dense_ffn_layers else 0
     if m.moe is not None:
         e, n = m.moe, m.num_moe_layers
@@ -355,17 +355,18 @@ def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
     return result
 
 
-def _fp32_router(m: ModelSpec, op: Op, M) -> Op:
-    """An fp32 router (MoESpec.router_fp32) first upcasts its M x D input (one more kernel per
-    layer: reads 16-bit, writes fp32), then reads that fp32 copy and writes fp32 logits."""
+def _fp32_router(m: ModelSpec, op: Op, M) -> list[Op]:
+    """An fp32 router (MoESpec.router_fp32): its own kernel first upcasts the M x D input
+    (reads 16-bit, writes fp32), then the GEMM reads that fp32 copy and writes fp32 logits."""
     if op.name != "router" or m.moe is None or not m.moe.router_fp32:
-        return op
+        return [op]
     n, D, E = m.num_moe_layers, m.d_model, m.moe.num_experts
     cost = OpCost(flops=op.cost.flops, weight_bytes=op.cost.weight_bytes,
-                  act_bytes=M * (D * (ACT_BYTES + 2 * FP32_BYTES) + E * FP32_BYTES) * n,
-                  kernels=op.cost.kernels + 1.0 * n)
-    return Op(op.name, op.kind, cost, rows=op.rows, weight_elements=op.weight_elements,
-              group=op.group, quant_elements=op.quant_elements)
+                  act_bytes=M * (D + E) * FP32_BYTES * n, kernels=op.cost.kernels)
+    upcast = OpCost(act_bytes=M * D * (ACT_BYTES + FP32_BYTES) * n, kernels=1.0 * n)
+    return [Op(op.name, op.kind, cost, rows=op.rows, weight_elements=op.weight_elements,
+               group=op.group, quant_elements=op.quant_elements),
+            Op("router_upcast", "elementwise", upcast, rows=M)]
 
 
 def _routing(m: ModelSpec, M) -> list[Op]:
