@@ -150,9 +150,16 @@ SGLANG_SCHEDULER = SchedulerSpec(
     small_gpu_bytes=160 * GiB, small_gpu_max_num_batched_tokens=8192,
     source="sglang server_args.py (chunked_prefill_size 8192 below 160 GiB, 16384 from 160 GiB; "
            "enable_mixed_chunk off)")
+# - TensorRT-LLM overlap scheduler (PyTorch backend, "Enabled by default. To disable, set
+#   disable_overlap_scheduler=True", docs features/overlap-scheduler.md; AIConfigurator's
+#   generator keeps it on for aggregated workers, rule_plugin/trtllm.rule `agg
+#   disable_overlap_scheduler = false`): PyExecutor._executor_loop_overlap schedules and
+#   launches step n+1, then processes step n's outputs, so a request that arrives while step n
+#   runs was not there when step n+1 was scheduled and starts in step n+2 ("introduces one
+#   extra decoding step", same doc). The 0.x C++ runtime (trtllm-trt below) has no such loop.
 TRTLLM_SCHEDULER = SchedulerSpec(
     max_num_seqs=4096, max_num_batched_tokens=32768, chunked_prefill=True, mixed_prefill=True,
-    seqs_divided_by_pp=True, kv_reserve_output=True,
+    seqs_divided_by_pp=True, kv_reserve_output=True, overlap_scheduler=True,
     source="tensorrt_llm/bench/build/tuning.py finetune_setting (4096 / pp sequences, "
            "max_num_tokens <= 32768); capacity scheduler policy GUARANTEED_NO_EVICT "
            "(the default of executor SchedulerConfig)")
@@ -291,6 +298,8 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
 ENGINES["trtllm-trt"] = ENGINES["trtllm"].model_copy(update=dict(
     id="trtllm-trt", name="TensorRT-LLM TensorRT-engine backend (0.x, C++ runtime)",
     eager_launch_s=0.0, eager_issue_overlap=True, decode_graph_max_batch=None,
+    scheduler=TRTLLM_SCHEDULER.model_copy(update=dict(overlap_scheduler=False)),
+    server_scheduler=TRTLLM_SERVER_SCHEDULER.model_copy(update=dict(overlap_scheduler=False)),
     source="TensorRT-LLM perf-overview and kv-cache docs; TensorRT engine backend (docs torch.md: "
            "the PyTorch backend arrived in 0.17)"))
 

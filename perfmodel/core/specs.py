@@ -206,6 +206,10 @@ class SchedulerSpec(Spec):
     recv_interval_steps: int = Field(
         default=1, ge=1, description="A busy engine takes in new requests every n-th decode "
         "step and after a prefill step (SGLang --scheduler-recv-interval, default 1).")
+    overlap_scheduler: bool = Field(
+        default=False, description="The host schedules step k+1 while step k runs on the GPU "
+        "(TensorRT-LLM overlap scheduler): a busy engine takes a request that arrives during "
+        "step k into step k+2 at the earliest, one step later than a synchronous loop.")
     small_gpu_bytes: float | None = Field(
         default=None, gt=0, description="Below this device memory the small-GPU limits apply.")
     small_gpu_excludes: tuple[str, ...] = Field(

@@ -38,7 +38,8 @@ import numpy as np
 
 POLICY_FIELDS = frozenset(("static", "mixed", "chunked", "max_seqs", "token_budget",
                            "total_blocks", "block_tokens", "reserve_output",
-                           "request_overhead_s", "recv_interval_steps"))
+                           "request_overhead_s", "recv_interval_steps",
+                           "overlap"))
 """The scheduler.Policy parameters the epoch models; with any other, it leaves every
 iteration to the general loop (tests/test_decode_epoch.py then says it no longer runs)."""
 
@@ -49,7 +50,8 @@ def decode_epoch(sim) -> None:
     pol = sim.pol
     budget = math.inf if pol.token_budget is None else float(pol.token_budget)
     if (not sim.nrun or budget < sim.nrun or pol.static or not _modelled(type(pol))
-            or pol.recv_interval_steps > 1):      # polling every n steps: the general loop
+            or pol.recv_interval_steps > 1         # polling every n steps: the general loop
+            or pol.overlap):                       # admission one step late: the general loop
         return
     ep = _Epoch(sim)
     try:

@@ -226,6 +226,12 @@ def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_la
         if pp[0] is None:
             raise PerfModelError(f"the prefill worker ({_desc(pre_layout)}) cannot hold one "
                                  f"request: {pp[1]}")
+        # Context servers run without TensorRT-LLM's overlap scheduler: "The overlap scheduler
+        # for context servers is currently disabled, as it is not yet supported in
+        # disaggregated context server architectures" (TensorRT-LLM examples/disaggregated/
+        # README.md, ctx config `disable_overlap_scheduler: True`; AIConfigurator's
+        # rule_plugin/trtllm.rule sets the same for prefill workers).
+        pp = (replace(pp[0], overlap=False),) + pp[1:]
         dconc = None if wl.concurrency is None else math.ceil(min(wl.concurrency, n) / dec_layout.workers)
         dp = _plan(dec, dconc, prompt=P + 1, output=max(O - 1, 1),
                    share=math.ceil(n / dec_layout.workers), overhead=False,

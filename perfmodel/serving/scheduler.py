@@ -16,8 +16,12 @@ Continuous batching (vLLM V1, TensorRT-LLM in-flight batching, llama.cpp, SGLang
 - prefix-cache hits start a prompt at its cached tokens (they hold KV but cost no compute).
 A request is visible to the scheduler per_request_overhead_s after it is sent (tokenization,
 API server); with Policy.recv_interval_steps n > 1 (SGLang --scheduler-recv-interval) a busy
-engine polls for visible requests only every n-th decode step and right after a prefill step. Between events (an arrival, a finish, KV running out) a decode-only batch is
-fixed and every context grows by one per step, so such runs are priced in one vectorized call.
+engine polls for visible requests only every n-th decode step and right after a prefill step;
+with Policy.overlap (TensorRT-LLM's overlap scheduler) a busy engine plans step k+1 while step k
+runs, so it admits only requests visible when the step before the planned one began (one step
+later than a synchronous loop; an idle engine takes a request at once). Between events (an
+arrival, a finish, KV running out) a decode-only batch is fixed and every context grows by one
+per step, so such runs are priced in one vectorized call.
 Most iterations run in decode epochs (serving/decode_epoch.py): these decisions on scalars
 (a histogram of contexts mod the page size, a shared step count), the same trace.
 
@@ -66,6 +70,7 @@ class _Sim:
         self.used_blocks = 0.0
         self.finished = 0
         self.t = 0.0
+        self.prev_t = 0.0                       # when the last step began (overlap scheduler)
         self.recv_ct = pol.recv_interval_steps   # decode steps since the last poll for requests
         self.closed = req.send_s is None
         if self.closed:
@@ -89,7 +94,10 @@ class _Sim:
             if self.nrun and self.recv_ct < n:
                 return              # busy, and the next poll is recv_ct steps away
             self.recv_ct = 0
-        while self.pending and self.pending[0][0] <= self.t * (1 + 1e-12) + 1e-15:
+        # overlap scheduler: the step about to run was planned when the last one began; an
+        # idle engine blocks on its queue and takes a request at once
+        cut = self.prev_t if self.pol.overlap and self.nrun else self.t
+        while self.pending and self.pending[0][0] <= cut * (1 + 1e-12) + 1e-15:
             self.waiting.append(heapq.heappop(self.pending)[1])
 
     def _run(self) -> np.ndarray:
@@ -256,7 +264,9 @@ class _Sim:
         k = kk
         n = self.pol.recv_interval_steps
         if self.pending:   # the arrival is taken in at the first poll after it
-            s = poll_steps(n, self.recv_ct, int(np.searchsorted(ends, self.pending[0][0])) + 1)
+            arrive = self.pending[0][0]
+            s = poll_steps(n, self.recv_ct, int(np.searchsorted(ends, arrive)) + 1)
+            s += int(self.pol.overlap and arrive > self.t)   # ... one step later (_release)
             if s > kk and kk < k:
                 kk = min(k, s)
                 self.budget.spend_decode(kk)
@@ -266,6 +276,7 @@ class _Sim:
         self._record(d, 0, k, float(ends[k - 1] - self.t))
         self.tr.itl_values.append(dur[:k])
         self.tr.itl_weights.append(d)
+        self.prev_t = float(ends[k - 2]) if k > 1 else self.t
         self.t = float(ends[k - 1])
         return k
 
@@ -302,6 +313,7 @@ class _Sim:
         dur = self.cost.step_s(dec.size, float(np.sum(self.ctx[dec])), size.tolist(),
                                self.ctx[idx].tolist(), int(np.count_nonzero(ends)))
         self._record(dec.size, float(size.sum()), 1, dur)
+        self.prev_t = self.t
         self.t += dur
         if dec.size:
             self.itl1.append((dur, dec.size))
@@ -352,7 +364,7 @@ class _Sim:
             self._tick()
             self._release()
             if not self.nrun and not self.waiting:
-                self.t = max(self.t, self.pending[0][0])
+                self.t = self.prev_t = max(self.t, self.pending[0][0])
                 continue
             dec, chunks = self._plan()
             if not chunks and not dec.size and self.nrun:

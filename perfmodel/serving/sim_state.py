@@ -27,6 +27,10 @@ class Policy:
     # SGLang --scheduler-recv-interval (SchedulerRecvSkipper): a busy engine takes new requests
     # in only every n-th decode step and after a prefill step; 1: every iteration (the default)
     recv_interval_steps: int = 1
+    # TensorRT-LLM overlap scheduler (SchedulerSpec.overlap_scheduler): step k+1 is scheduled
+    # while step k runs, so a busy engine admits only requests visible when the step before
+    # the one it plans began
+    overlap: bool = False
 
 
 @dataclass

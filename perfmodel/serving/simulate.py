@@ -148,9 +148,12 @@ def on_server(sc: Scenario) -> Scenario:
 
 def with_scheduler(sc: Scenario, *, max_num_seqs: int | None = None,
                    max_num_batched_tokens: int | None = None,
-                   recv_interval_steps: int | None = None) -> Scenario:
+                   recv_interval_steps: int | None = None,
+                   chunked_prefill: bool | None = None) -> Scenario:
     """The scenario with the engine's scheduler limits overridden (on every GPU size)."""
     upd = {}
+    if chunked_prefill is not None:
+        upd.update(chunked_prefill=chunked_prefill)
     if recv_interval_steps is not None:
         upd.update(recv_interval_steps=recv_interval_steps)
     if max_num_seqs is not None:
@@ -192,7 +195,7 @@ def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
                  max_seqs=int(max_seqs), token_budget=budget, total_blocks=kv.blocks,
                  block_tokens=kv.block_tokens, reserve_output=sched.kv_reserve_output,
                  request_overhead_s=sc.engine.per_request_overhead_s,
-                 recv_interval_steps=sched.recv_interval_steps)
+                 recv_interval_steps=sched.recv_interval_steps, overlap=sched.overlap_scheduler)
     reason, fits = f"KV pool {kv.tokens} tokens", True
     if wl.concurrency is not None:
         resident = min(wl.concurrency, wl.n_requests)

@@ -127,7 +127,8 @@ def _with_recipe(sc, recipe: Recipe):
         chunk = sc.engine.scheduler.limits(sc.hw, sc.dep.pp)[1]
         budget = recipe.max_prefill_tokens if chunk is None else min(recipe.max_prefill_tokens, chunk)
     out = with_scheduler(sc, max_num_batched_tokens=budget,
-                         recv_interval_steps=recipe.recv_interval_steps)
+                         recv_interval_steps=recipe.recv_interval_steps,
+                         chunked_prefill=recipe.chunked_prefill)
     if recipe.mixed_prefill is not None:
         sched = out.engine.scheduler.model_copy(update={"mixed_prefill": recipe.mixed_prefill})
         out = replace(out, engine=out.engine.model_copy(update={"scheduler": sched}))

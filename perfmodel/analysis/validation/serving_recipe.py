@@ -116,6 +116,12 @@ INFERENCEMAX_SGLANG_RECV_GPUS = ("b200", "b300")  # B300: assumed as B200 (docst
 # 128 (dsr1_fp8_h200_trt.sh); the H200 SGLang script `--cuda-graph-max-bs 512` at 1k/1k and 256
 # otherwise (dsr1_fp8_h200.sh). Other recipes keep the preset's default.
 AIC_TRTLLM_GRAPH_MAX_BATCH = 512
+# AIConfigurator's TRT-LLM engine templates (generator/config/backend_templates/trtllm/
+# extra_engine_args.<version>.yaml.j2, 1.0.0rc3 through 1.3.0rc1) write `enable_chunked_prefill:
+# {{ enable_chunked_prefill | default(false) }}` and no rule sets it (rule_plugin/trtllm.rule),
+# as TensorRT-LLM's own default (llm_args.py `enable_chunked_prefill: bool = Field(default=False)`):
+# every prompt runs whole, which the budget max_batch_size + ISL + 1500 always allows.
+AIC_TRTLLM_CHUNKED_PREFILL = False
 INFERENCEMAX_TRTLLM_GRAPH_MAX_BATCH = {"b200": 512, "b300": 512, "h200-sxm": 128}
 # InferenceX's disaggregated SGLang recipes (benchmarks/dsr1_fp4_gb200_dynamo-sglang_slurm.sh)
 # launch the workers with ai-dynamo/dynamo's SGLang slurm_jobs worker scripts; the GB200 FP4
@@ -145,6 +151,9 @@ class Recipe(BaseModel):
     recv_interval_steps: int | None = Field(
         default=None, ge=1, description="SGLang --scheduler-recv-interval the deployment set "
         "(None: the engine preset's default).")
+    chunked_prefill: bool | None = Field(
+        default=None, description="Whether the deployment split prompts over steps "
+        "(None: the engine preset's default).")
     decode_graph_max_batch: int | None = Field(
         default=None, ge=1, description="Largest CUDA-graph decode batch the deployment "
         "captured (None: the engine preset's default).")
@@ -159,7 +168,8 @@ class Recipe(BaseModel):
     def key(self) -> tuple:
         """What changes a prediction (rows sharing it and a configuration share a call)."""
         return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps,
-                self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens)
+                self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens,
+                self.chunked_prefill)
 
 
 def copied_from_inferencemax(source: str) -> bool:
@@ -216,7 +226,11 @@ def _aic(engine: str, prompt: int, version: str | None = None, disagg: bool = Fa
         graphs = AIC_TRTLLM_GRAPH_MAX_BATCH if engine == "trtllm" else None
         notes = (base, note) + ((f"engine: CUDA graphs for decode batches up to {graphs} "
                                  "(trtllm.rule cuda_graph_batch_sizes)",) if graphs else ())
-        return Recipe(family="aic", max_num_batched_tokens=budget,
+        chunked = AIC_TRTLLM_CHUNKED_PREFILL if engine == "trtllm" else None
+        if chunked is False:
+            notes += ("engine: no chunked prefill (AIConfigurator's TRT-LLM template default, "
+                      "enable_chunked_prefill false)",)
+        return Recipe(family="aic", max_num_batched_tokens=budget, chunked_prefill=chunked,
                       decode_graph_max_batch=graphs, notes=notes)
     if engine == "sglang":
         mixed = _aic_sglang(prompt, version, disagg)
