@@ -146,9 +146,13 @@ def test_any_valid_curve_gives_a_fraction(gemm_max, half_m, kind, m):
 
 
 def test_hopper_curves_cite_the_measurement():
-    for curve in HOPPER_GEMM_BY_DTYPE.values():
-        assert "gemm-dtype-h200-sxm-20261201.json" in curve.source
-        assert (ROOT / "calibrate" / "data" / "gemm-dtype-h200-sxm-20261201.json").exists()
+    # every curve names the committed H200 run it was fitted to (the dtype sweep; the fp32
+    # router curve: the whole-layer run of calibrate/bench_moe_layer.py)
+    for kind, curve in HOPPER_GEMM_BY_DTYPE.items():
+        files = re.findall(r"[\w.-]+-h200-sxm-\d{8}\w*\.json", curve.source)
+        assert files, kind
+        assert all((ROOT / "calibrate" / "data" / f).exists() for f in files), kind
+    assert "gemm-dtype-h200-sxm-20261201.json" in HOPPER_GEMM_BY_DTYPE["fp8"].source
 
 
 # ----------------------------------------------------------------------------- the bench

@@ -77,6 +77,19 @@ HOPPER_GEMM_BY_DTYPE = {
     # (0.713 / 153) and is not a kind of its own.
     "fp8_block": GemmCurve(gemm_max=0.671, gemm_half_m=151.5,
                            source="fp8 1x128x128x128 block scales: " + _H200_GEMM),
+    # fp32 (no TF32: torch's default matmul precision, which vLLM keeps) MoE router GEMMs
+    # (MoESpec.router_fp32; their bf16 -> fp32 upcast is an op of its own, ops.py):
+    # calibrate/data/router-gemm-h200-sxm-20261202.json (calibrate/bench_router_gemm.py), the
+    # GEMM alone of MiniMax-M2 (M x 3072 @ 3072 x 256) and GLM-4.5 (M x 5120 @ 5120 x 160):
+    # 0.52-0.76 and 0.45-0.55 of the 66.9 TFLOP/s fp32 peak at M = 1024..16384; least squares
+    # on log time of the priced op (this curve, capped by the GEMV path, _gemm_compute_s) over
+    # both at M >= 1024: 0.665 / 310 rows (MiniMax 1.07-1.17x, GLM 0.84-0.93x). Below 1024 rows
+    # the GEMV path prices them 0.3-0.7x (14-25 us measured at 64-256 rows). Kept to routers
+    # (roofline.router_dtype): other fp32 GEMMs keep the vendor default.
+    "fp32_router": GemmCurve(gemm_max=0.665, gemm_half_m=310.0,
+                             source="fp32 router GEMMs, MiniMax-M2 and GLM-4.5 shapes: "
+                                    "calibrate/data/router-gemm-h200-sxm-20261202.json "
+                                    "(calibrate/bench_router_gemm.py)"),
 }
 
 

@@ -22,6 +22,7 @@ from perfmodel.core.specs import ModelSpec, Precision
 
 ACT_BYTES = 2.0          # activations between kernels are 16-bit (bf16/fp16)
 LOGIT_BYTES = 4.0        # logits are upcast to fp32 for sampling
+FP32_BYTES = 4.0         # fp32 routers (MoESpec.router_fp32): weights and upcast input
 HIGH_PRECISION_BYTES = 2.0  # embeddings, norms, routers and lm_head stay 16-bit when weights are quantized
 GLU_FLOPS_PER_OUTPUT = 4.0  # assumption: SiLU(gate) * up per output element = exp, add, divide, multiply
 SAMPLING_FLOPS_PER_LOGIT = 5.0  # assumption: softmax (max, subtract, exp, sum, divide) per logit
@@ -35,6 +36,8 @@ def weight_bpe(m: ModelSpec, p: Precision, group: str) -> float:
         return p.for_group(group).weights.bytes_per_element
     if group in ("embedding", "lm_head") and p.module("embedding") is not None:
         return p.for_group(group).weights.bytes_per_element
+    if group == "router" and m.moe is not None and m.moe.router_fp32:
+        return FP32_BYTES
     return max(HIGH_PRECISION_BYTES, p.weights.bytes_per_element if p.weights.bits > 16 else 0.0)
 
 
@@ -321,7 +324,7 @@ def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
     see k*M rows spread over the experts the batch touches."""
     mats = ffn_matrices(m)
     dense = [x for x in mats if x.group in ("mlp", "shared_experts", "router")]
-    result = _linears(m, p, dense, M, "mlp")
+    result = [x for op in _linears(m, p, dense, M, "mlp") for x in _fp32_router(m, op, M)]
     act_width = 2 * m.ffn_dim if m.num_dense_ffn_layers else 0
     if m.moe is not None:
         e, n = m.moe, m.num_moe_layers
@@ -350,6 +353,20 @@ def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
                                 act_bytes=M * (act_width + act_width / 2) * ACT_BYTES * m.num_layers,
                                 kernels=float(m.num_layers)), rows=M))
     return result
+
+
+def _fp32_router(m: ModelSpec, op: Op, M) -> list[Op]:
+    """An fp32 router (MoESpec.router_fp32): its own kernel first upcasts the M x D input
+    (reads 16-bit, writes fp32), then the GEMM reads that fp32 copy and writes fp32 logits."""
+    if op.name != "router" or m.moe is None or not m.moe.router_fp32:
+        return [op]
+    n, D, E = m.num_moe_layers, m.d_model, m.moe.num_experts
+    cost = OpCost(flops=op.cost.flops, weight_bytes=op.cost.weight_bytes,
+                  act_bytes=M * (D + E) * FP32_BYTES * n, kernels=op.cost.kernels)
+    upcast = OpCost(act_bytes=M * D * (ACT_BYTES + FP32_BYTES) * n, kernels=1.0 * n)
+    return [Op(op.name, op.kind, cost, rows=op.rows, weight_elements=op.weight_elements,
+               group=op.group, quant_elements=op.quant_elements),
+            Op("router_upcast", "elementwise", upcast, rows=M)]
 
 
 def _routing(m: ModelSpec, M) -> list[Op]:

@@ -42,7 +42,8 @@ LL_BANDWIDTH_FRACTION = 0.5   # NCCL's LL protocol stores 4 bytes of data with a
 QK_NORM_SUM_BYTES = 4.0   # a per-token sum of squares is all-reduced in fp32 (vLLM
                           # MiniMaxText01RMSNormTP upcasts before the reduction)
 TP_REPLICATED = frozenset({"q_a_proj", "kv_a_proj", "indexer_wq", "indexer_wk",
-                           "indexer_weights", "indexer", "router", "shared_gate", "moe_routing"})
+                           "indexer_weights", "indexer", "router", "router_upcast", "shared_gate",
+                           "moe_routing"})
 """Ops every TP rank runs whole: MLA's down-projections to the q and kv latents (every rank
 needs the whole latents), the DSA indexer (every rank must pick the same top-k tokens), and
 the MoE router with its top-k (every rank routes every token: vLLM's and SGLang's MoE blocks

@@ -162,12 +162,16 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         kernels = kernels + k
         if op.kind == "gemm":
             op_dtype, op_dequant = per_module.get(op.group, (dtype, dequant))
+            if op.group == "router":
+                op_dtype, op_dequant = router_dtype(m, hw, op_dtype), False
             experts = op.name == "experts" and m.moe is not None
             if experts and op_dtype in W8A8_DTYPES:   # quantize casts inside the fused MoE
                 k = k + engine.moe_act_quant_kernels * m.num_moe_layers
                 kernels = kernels + engine.moe_act_quant_kernels * m.num_moe_layers
             if op.group not in gemm_eff:
-                gemm_eff[op.group] = eff.for_gemm(gemm_kind(op_dtype, p.for_group(op.group).weights))
+                kind = gemm_kind(op_dtype, p.for_group(op.group).weights)
+                kind = "fp32_router" if op.group == "router" and kind == "fp32" else kind
+                gemm_eff[op.group] = eff.for_gemm(kind)
             compute = _gemm_compute_s(op, hw.peak_flops_per_s[op_dtype], vector_peak, gemm_eff[op.group],
                                       engine, op.quantized and op_dequant,
                                       depth=expert_depth if experts else 1.0,
@@ -245,6 +249,18 @@ def _module_dtypes(hw: HardwareSpec, p: Precision, engine: EngineProfile,
         warnings += [w for w in notes if w not in warnings]
         out[group] = (dtype, q.weights.bits < DTYPE_BITS.get(dtype, 16))
     return out
+
+
+def router_dtype(m: ModelSpec, hw: HardwareSpec, default: str) -> str:
+    """The compute dtype of an MoE router GEMM: fp32 where the architecture's engines upcast it
+    (MoESpec.router_fp32), else the 16-bit activation dtype; never a W8A8 kernel (vLLM, SGLang
+    and TensorRT-LLM build the gate unquantized: ReplicatedLinear(quant_config=None)). A chip
+    listing none of these peaks keeps `default`, the step's dtype."""
+    wanted = ("fp32",) if m.moe is not None and m.moe.router_fp32 else ()
+    for name in wanted + ("bf16", "fp16"):
+        if name in hw.peak_flops_per_s:
+            return name
+    return default
 
 
 def gemm_kind(dtype: str, weights: NumberFormat) -> str:

@@ -35,6 +35,12 @@ class MoESpec(Spec):
     shared_expert_gate: bool = Field(
         default=False, description="A sigmoid gate, Linear(D, 1), scales the shared experts' "
         "output (Qwen2-MoE, Qwen3-Next, Qwen3.5 shared_expert_gate).")
+    router_fp32: bool = Field(
+        default=False, description="The router GEMM runs in fp32: fp32 gate weights, the hidden "
+        "states upcast to fp32 first (vLLM minimax_m2.py: gate params_dtype=torch.float32, "
+        "self.gate(hidden_states.to(torch.float32)); glm4_moe.py: nn.Linear(dtype=torch.float32), "
+        "the same upcast). Otherwise it runs in the activations' 16-bit dtype; a router is never "
+        "quantized (the engines build it with quant_config=None).")
 
     @model_validator(mode="after")
     def _check(self) -> "MoESpec":

@@ -39,6 +39,9 @@ _DSA = ["index_topk", "index_n_heads", "index_head_dim"]
 _LINEAR = ["linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
            "linear_value_head_dim"]
 # families whose MoE keys follow DeepSeek (n_routed_experts, first_k_dense_replace, ...)
+# model_types whose router GEMM the engines run in fp32 (MoESpec.router_fp32; vLLM minimax_m2.py,
+# glm4_moe.py)
+FP32_ROUTER_TYPES = frozenset({"minimax_m2", "glm4_moe"})
 _DEEPSEEK_MOE = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa", "glm4_moe"}
 _MLA_TYPES = _DEEPSEEK_MOE - {"glm4_moe"}
 
@@ -344,7 +347,7 @@ def _moe(f: _Fields, model_type: str, layers: int) -> MoESpec | None:
     try:
         return MoESpec(num_experts=e, experts_per_token=k, expert_ffn_dim=fe,
                        num_shared_experts=shared, shared_expert_ffn_dim=shared_dim,
-                       shared_expert_gate=gate,
+                       shared_expert_gate=gate, router_fp32=model_type in FP32_ROUTER_TYPES,
                        num_dense_layers=layers - moe_layers)
     except ValidationError as exc:
         raise SpecFileError(f"{f.path}: moe.{pydantic_message(exc)}") from None
