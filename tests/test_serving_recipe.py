@@ -107,8 +107,9 @@ def test_the_shipped_files_aic_image_rows_are_inferencemax_copies():
 
 # InferenceMAX's 70B sweep (SemiAnalysisAI/InferenceX .github/workflows/70b-tmpl.yml, 1k1k/1k8k/
 # 8k1k blocks of full-sweep-tmpl.yml): tp-list [1, 2, 4, 8] ([2, 4, 8] on H100); the TensorRT-LLM
-# jobs' conc-list [4, 8, 16, 32, 64, 128], the vLLM jobs' InferenceMAX default 4..64 (README
-# "CONC 4, 8, 16, 32, 64"); FP4 on B200 only; TensorRT-LLM on B200 and H200 only.
+# jobs' conc-list [4, 8, 16, 32, 64, 128], the vLLM jobs' InferenceMAX default 4..64 (the early
+# InferenceMAX README, copy in jyothisambolu/InferenceMAX: "CONC | 4, 8, 16, 32, 64"); FP4 on
+# B200 only; TensorRT-LLM on B200 and H200 only.
 _IMAX_70B_JOBS = {("trtllm", "b200_sxm", "fp4"), ("trtllm", "b200_sxm", "fp8"),
                   ("trtllm", "h200_sxm", "fp8"), ("vllm", "b200_sxm", "fp4"),
                   ("vllm", "b200_sxm", "fp8"), ("vllm", "h200_sxm", "fp8"), ("vllm", "h100_sxm", "fp8")}
