@@ -85,7 +85,7 @@ A second import names no image: the 441 Llama-3.1-70B rows "aic ... measured 202
 Llama-70B sweep (nvidia/Llama-3.3-70B-Instruct-FP8/FP4, the 3.1-70B architecture). Evidence:
 (1) AIConfigurator's own silicon_sample.csv (column silicon_data_source) files them, as
 "source_file=2026-04-06.csv; model=Llama-3.1-70B; silicon_concurrency=C; measured=2025-10-29;
-wip=False", in the same import as its DeepSeek-R1 rows measured 2025-11-02 and 2025-11-10,
+wip=False", in the same import as its DeepSeek R1 rows measured 2025-11-02 and 2025-11-10,
 which repeat this file's db-dump rows to the last digit (H200 TRT-LLM fp8 1k/1k C=32:
 616.3300446991343 ms, 26.12158301838722 ms) and, like every db-dump row measured in 2025-11,
 name no image; (2) their points are the whole product of InferenceMAX's 70B sweep
