@@ -210,6 +210,12 @@ class SchedulerSpec(Spec):
         default=False, description="The host schedules step k+1 while step k runs on the GPU "
         "(TensorRT-LLM overlap scheduler): a busy engine takes a request that arrives during "
         "step k into step k+2 at the earliest, one step later than a synchronous loop.")
+    batch_wait_timeout_iters: int = Field(
+        default=0, ge=0, description="TensorRT-LLM batch waiting (llm_args.py, default 0: off): "
+        "while decodes run, the scheduled prompts are held for up to this many iterations ...")
+    batch_wait_max_tokens_ratio: float = Field(
+        default=0.0, ge=0, le=1, description="... or until their prompt tokens plus the decode "
+        "rows reach this share of max_num_tokens (PyExecutor._waiting_requests; default 0).")
     small_gpu_bytes: float | None = Field(
         default=None, gt=0, description="Below this device memory the small-GPU limits apply.")
     small_gpu_excludes: tuple[str, ...] = Field(

@@ -39,7 +39,7 @@ import numpy as np
 POLICY_FIELDS = frozenset(("static", "mixed", "chunked", "max_seqs", "token_budget",
                            "total_blocks", "block_tokens", "reserve_output",
                            "request_overhead_s", "recv_interval_steps",
-                           "overlap"))
+                           "overlap", "batch_wait_iters", "batch_wait_tokens"))
 """The scheduler.Policy parameters the epoch models; with any other, it leaves every
 iteration to the general loop (tests/test_decode_epoch.py then says it no longer runs)."""
 
@@ -51,7 +51,8 @@ def decode_epoch(sim) -> None:
     budget = math.inf if pol.token_budget is None else float(pol.token_budget)
     if (not sim.nrun or budget < sim.nrun or pol.static or not _modelled(type(pol))
             or pol.recv_interval_steps > 1         # polling every n steps: the general loop
-            or pol.overlap):                       # admission one step late: the general loop
+            or pol.overlap                         # admission one step late: the general loop
+            or pol.batch_wait_iters):              # prompts held while decodes run: the same
         return
     ep = _Epoch(sim)
     try:

@@ -72,6 +72,8 @@ class _Sim:
         self.t = 0.0
         self.prev_t = 0.0                       # when the last step began (overlap scheduler)
         self.recv_ct = pol.recv_interval_steps   # decode steps since the last poll for requests
+        self.admitted = 0                       # requests the last _plan took from waiting
+        self.wait_ct = 0                        # iterations prompts were held (batch waiting)
         self.closed = req.send_s is None
         if self.closed:
             for _ in range(min(int(req.concurrency or 1), n)):
@@ -175,6 +177,7 @@ class _Sim:
             preempted = True
         left = budget - dec.size
         chunks = []
+        self.admitted = 0
         if pol.mixed or prefill_turn:
             spare = self._free() - grow
             bs = pol.block_tokens
@@ -200,6 +203,7 @@ class _Sim:
                 self.waiting.popleft()
                 self._rbuf[self.nrun] = i
                 self.nrun += 1
+                self.admitted += 1
                 chunks.append((int(i), c))
                 spare -= extra
                 left -= c
@@ -239,14 +243,43 @@ class _Sim:
         reserved = self._reserved_blocks()
         return reserved + float(self._blocks_for(self.need[i] + self.out[i] - self.gen[i])) <= self.pol.total_blocks
 
-    def _decode_run(self, dec: np.ndarray) -> None:
-        """k decode-only steps until the next event, priced in one call."""
+    def _decode_run(self, dec: np.ndarray, cap: int | None = None) -> int:
+        """k decode-only steps (at most cap) until the next event, priced in one call."""
         k = int(np.min(self.out[dec] - self.gen[dec]))
+        if cap is not None:
+            k = min(k, cap)
         k = min(k, self._kv_steps(dec, k))
         k = self._run_steps(dec.size, float(np.mean(self.ctx[dec])), k)
         self._set_ctx(dec, self.ctx[dec] + k)
         self.gen[dec] += k
         self._retire(dec)
+        return k
+
+    def _held(self, dec: np.ndarray, chunks: list) -> bool:
+        """TensorRT-LLM batch waiting (PyExecutor._schedule and _waiting_requests): with both
+        prompt chunks and decodes scheduled, the prompts wait unless the iterations already
+        held reach batch_wait_iters or the scheduled tokens (each prompt's whole length, one
+        per decode row) reach batch_wait_tokens; a release resets the count."""
+        pol = self.pol
+        if not (pol.batch_wait_iters and chunks and dec.size):
+            return False
+        tokens = sum(float(self.need[i]) for i, _ in chunks) + dec.size
+        if self.wait_ct >= pol.batch_wait_iters or tokens >= pol.batch_wait_tokens:
+            self.wait_ct = 0
+            return False
+        return True
+
+    def _hold(self, dec: np.ndarray) -> None:
+        """The prompts _plan scheduled wait: the newly admitted go back to the head of the
+        queue, and the decodes run alone until the next event or the timeout (each held
+        iteration counts; a new arrival or finish re-plans, as each TensorRT-LLM iteration
+        looks again)."""
+        m = self.admitted
+        if m:
+            back = self._rbuf[self.nrun - m:self.nrun].tolist()
+            self.nrun -= m
+            self.waiting.extendleft(reversed(back))
+        self.wait_ct += self._decode_run(dec, self.pol.batch_wait_iters - self.wait_ct)
 
     def _run_steps(self, d: int, ctx0: float, k: int) -> int:
         """Price, record and time up to k decode-only steps of d rows (mean context ctx0):
@@ -367,6 +400,9 @@ class _Sim:
                 self.t = self.prev_t = max(self.t, self.pending[0][0])
                 continue
             dec, chunks = self._plan()
+            if self._held(dec, chunks):
+                self._hold(dec)
+                continue
             if not chunks and not dec.size and self.nrun:
                 # every running sequence is a half-done prompt and none can take its next
                 # chunk (their chunks filled the pool): preempt the newest, as vLLM does when

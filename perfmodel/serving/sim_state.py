@@ -31,6 +31,12 @@ class Policy:
     # while step k runs, so a busy engine admits only requests visible when the step before
     # the one it plans began
     overlap: bool = False
+    # TensorRT-LLM batch waiting (SchedulerSpec.batch_wait_*; PyExecutor._waiting_requests):
+    # while decodes run, scheduled prompts are held until batch_wait_tokens (ratio x
+    # max_num_tokens) of prompt tokens + decode rows are scheduled or batch_wait_iters
+    # iterations were held; 0 iterations: off
+    batch_wait_iters: int = 0
+    batch_wait_tokens: float = 0.0
 
 
 @dataclass

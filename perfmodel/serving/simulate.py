@@ -168,6 +168,14 @@ def with_scheduler(sc: Scenario, *, max_num_seqs: int | None = None,
     return replace(sc, engine=sc.engine.model_copy(update={"scheduler": sched}))
 
 
+def _batch_wait_tokens(ratio: float, budget: int | None) -> float:
+    """TensorRT-LLM's release threshold ratio x max_num_tokens (ratio 0: every scheduled
+    batch reaches it, so nothing waits; no budget: only the timeout releases)."""
+    if budget is None:
+        return math.inf if ratio > 0 else 0.0
+    return ratio * budget
+
+
 def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
     """The run's scheduler parameters, or None with the reason nothing can run."""
     sched = sc.engine.scheduler
@@ -195,7 +203,9 @@ def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
                  max_seqs=int(max_seqs), token_budget=budget, total_blocks=kv.blocks,
                  block_tokens=kv.block_tokens, reserve_output=sched.kv_reserve_output,
                  request_overhead_s=sc.engine.per_request_overhead_s,
-                 recv_interval_steps=sched.recv_interval_steps, overlap=sched.overlap_scheduler)
+                 recv_interval_steps=sched.recv_interval_steps, overlap=sched.overlap_scheduler,
+                 batch_wait_iters=sched.batch_wait_timeout_iters,
+                 batch_wait_tokens=_batch_wait_tokens(sched.batch_wait_max_tokens_ratio, budget))
     reason, fits = f"KV pool {kv.tokens} tokens", True
     if wl.concurrency is not None:
         resident = min(wl.concurrency, wl.n_requests)

@@ -129,8 +129,12 @@ def _with_recipe(sc, recipe: Recipe):
     out = with_scheduler(sc, max_num_batched_tokens=budget,
                          recv_interval_steps=recipe.recv_interval_steps,
                          chunked_prefill=recipe.chunked_prefill)
-    if recipe.mixed_prefill is not None:
-        sched = out.engine.scheduler.model_copy(update={"mixed_prefill": recipe.mixed_prefill})
+    upd = {k: v for k, v in (("mixed_prefill", recipe.mixed_prefill),
+                             ("batch_wait_timeout_iters", recipe.batch_wait_timeout_iters),
+                             ("batch_wait_max_tokens_ratio", recipe.batch_wait_max_tokens_ratio))
+           if v is not None}
+    if upd:
+        sched = out.engine.scheduler.model_copy(update=upd)
         out = replace(out, engine=out.engine.model_copy(update={"scheduler": sched}))
     if recipe.decode_graph_max_batch is None:
         return out

@@ -154,9 +154,16 @@ AIC_INFERENCEMAX_IMPORT_DATES = ("2025-10-29",)
 # 70b_fp4_b200_trt_slurm.sh): `trtllm-serve --max_num_tokens $MAX_MODEL_LEN` with no
 # enable_chunked_prefill (TensorRT-LLM's default: off) and cuda_graph_config max_batch_size 1024;
 # the 70B sweep passes max-model-len ISL + OSL (full-sweep-tmpl.yml: 2048 for 1k/1k, 9216 for
-# 1k/8k and 8k/1k). Not replayed: batch_wait_max_tokens_ratio 0.9 / batch_wait_timeout_iters 20
-# (1k/1k below TP 8), which the simulator's scheduler has no term for.
+# 1k/8k and 8k/1k). At 1k/1k below TP 8 they also write `batch_wait_max_tokens_ratio: 0.9`,
+# `batch_wait_timeout_iters: 20` into the extra llm-api config (`if [[ "$ISL" == "1024" &&
+# "$OSL" == "1024" && ${TP} -lt 8 ]]`): TensorRT-LLM's batch waiting (SchedulerSpec.batch_wait_*).
+# The DeepSeek-R1 TensorRT-LLM scripts (dsr1_fp4_b200_trt[_slurm].sh, dsr1_fp8_h200_trt[_slurm].sh)
+# set neither flag: their rows keep TensorRT-LLM's default (off).
 INFERENCEMAX_LLAMA70B_TRTLLM_GRAPH_MAX_BATCH = 1024
+INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_ITERS = 20
+INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_RATIO = 0.9
+INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_LENGTHS = (1024, 1024)   # ISL, OSL
+INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_BELOW_TP = 8
 
 Family = Literal["aic", "inferencemax", "other"]
 
@@ -186,13 +193,20 @@ class Recipe(BaseModel):
     max_prefill_tokens: int | None = Field(
         default=None, gt=0, description="SGLang --max-prefill-tokens: tokens of one mixed step, "
         "decodes included, capped by the preset's chunk size on the GPU (None: the preset's).")
+    batch_wait_timeout_iters: int | None = Field(
+        default=None, ge=0, description="TensorRT-LLM batch_wait_timeout_iters the deployment "
+        "set (None: the engine preset's default, off).")
+    batch_wait_max_tokens_ratio: float | None = Field(
+        default=None, ge=0, le=1, description="TensorRT-LLM batch_wait_max_tokens_ratio the "
+        "deployment set (None: the engine preset's default, 0).")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
         """What changes a prediction (rows sharing it and a configuration share a call)."""
         return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps,
                 self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens,
-                self.chunked_prefill)
+                self.chunked_prefill, self.batch_wait_timeout_iters,
+                self.batch_wait_max_tokens_ratio)
 
 
 def _measured(source: str) -> str | None:
@@ -301,11 +315,27 @@ def _inferencemax_graphs(engine: str, gpu: str | None, prompt: int,
     return None
 
 
+def _llama70b_batch_wait(prompt: int, output: int,
+                         tp: int | None) -> tuple[int | None, float | None, str]:
+    """The batch-waiting flags of InferenceMAX's Llama-70B TensorRT-LLM scripts: 1k/1k below
+    TP 8 only (the scripts' condition); (None, None, "") elsewhere or without a TP."""
+    if (tp is None or (prompt, output) != INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_LENGTHS
+            or tp >= INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_BELOW_TP):
+        return None, None, ""
+    it = INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_ITERS
+    ratio = INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_RATIO
+    return it, ratio, (f"engine: batch_wait_timeout_iters {it}, batch_wait_max_tokens_ratio "
+                       f"{ratio:g} (InferenceMAX Llama-70B TensorRT-LLM scripts at 1k/1k below "
+                       "TP 8): prompts beside running decodes wait for that many iterations "
+                       "or that share of max_num_tokens")
+
+
 def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None = None,
                gpu: str | None = None, disagg: bool = False, output: int | None = None,
-               version: str | None = None) -> Recipe:
+               version: str | None = None, tp: int | None = None) -> Recipe:
     """The recipe of a row from its `source` cell, engine preset id and prompt length (and,
-    for the flags that depend on them, its concurrency, GPU id, mode and engine version)."""
+    for the flags that depend on them, its concurrency, GPU id, mode, engine version and
+    tensor-parallel size)."""
     fam = family(source)
     if fam == "aic":
         return _aic(engine, prompt, version, disagg)
@@ -323,12 +353,15 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
                             f"AIConfigurator's file ({why})")
         recv = _inferencemax_recv(engine, concurrency, gpu, disagg)
         graphs = None if disagg else _inferencemax_graphs(engine, gpu, prompt, output)
-        budget = chunked = None
+        budget = chunked = wait_iters = wait_ratio = None
         if engine == "trtllm" and _llama70b_import(source) and output is not None:
             budget, chunked = prompt + output, False
             graphs = INFERENCEMAX_LLAMA70B_TRTLLM_GRAPH_MAX_BATCH
             notes.append(f"engine: max_num_tokens {budget} = max-model-len ISL + OSL, no "
                          "chunked prefill (InferenceMAX Llama-70B TensorRT-LLM scripts)")
+            wait_iters, wait_ratio, note = _llama70b_batch_wait(prompt, output, tp)
+            if note:
+                notes.append(note)
         if graphs is not None:
             notes.append(f"engine: CUDA graphs for decode batches up to {graphs} (InferenceX "
                          f"{engine} script for {gpu})")
@@ -341,5 +374,6 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
                          f"Blackwell SGLang scripts: 10 below C=16, 30 from it)")
         return Recipe(family="inferencemax", range_ratio=r, recv_interval_steps=recv,
                       decode_graph_max_batch=graphs, max_num_batched_tokens=budget,
-                      chunked_prefill=chunked, notes=tuple(notes))
+                      chunked_prefill=chunked, batch_wait_timeout_iters=wait_iters,
+                      batch_wait_max_tokens_ratio=wait_ratio, notes=tuple(notes))
     return Recipe(notes=("harness not stated: closed loop, fixed lengths, engine defaults",))
