@@ -68,6 +68,9 @@ Families (first word of `source`):
   sa-bench bench.sh: --random-range-ratio 0.8, 10 x C prompts after a drained 2 x C warm-up)
   with Dynamo's worker scripts, whose SGLang prefill and decode commands pass
   `--scheduler-recv-interval 10` at every concurrency (INFERENCEMAX_SGLANG_DISAGG_RECV_*).
+The Llama-70B TensorRT-LLM rows (Provenance below) also get their scripts' batch waiting at
+  1k/1k below TP 8 (batch_wait_timeout_iters 20, batch_wait_max_tokens_ratio 0.9); the
+  DeepSeek-R1 TensorRT-LLM scripts set neither flag.
 Rows of any other source keep the plain recipe (fixed lengths, engine defaults).
 
 Provenance: an "aic" source that names a container ("aic ... measured <date> image
