@@ -70,7 +70,7 @@ Families (first word of `source`):
   `--scheduler-recv-interval 10` at every concurrency (INFERENCEMAX_SGLANG_DISAGG_RECV_*).
 The Llama-70B TensorRT-LLM rows (Provenance below) also get their scripts' batch waiting at
   1k/1k below TP 8 (batch_wait_timeout_iters 20, batch_wait_max_tokens_ratio 0.9); the
-  DeepSeek-R1 TensorRT-LLM scripts set neither flag.
+  DeepSeek R1 TensorRT-LLM scripts set neither flag.
 Rows of any other source keep the plain recipe (fixed lengths, engine defaults).
 
 Provenance: an "aic" source that names a container ("aic ... measured <date> image
@@ -160,7 +160,7 @@ AIC_INFERENCEMAX_IMPORT_DATES = ("2025-10-29",)
 # 1k/8k and 8k/1k). At 1k/1k below TP 8 they also write `batch_wait_max_tokens_ratio: 0.9`,
 # `batch_wait_timeout_iters: 20` into the extra llm-api config (`if [[ "$ISL" == "1024" &&
 # "$OSL" == "1024" && ${TP} -lt 8 ]]`): TensorRT-LLM's batch waiting (SchedulerSpec.batch_wait_*).
-# The DeepSeek-R1 TensorRT-LLM scripts (dsr1_fp4_b200_trt[_slurm].sh, dsr1_fp8_h200_trt[_slurm].sh)
+# The DeepSeek R1 TensorRT-LLM scripts (dsr1_fp4_b200_trt[_slurm].sh, dsr1_fp8_h200_trt[_slurm].sh)
 # set neither flag: their rows keep TensorRT-LLM's default (off).
 INFERENCEMAX_LLAMA70B_TRTLLM_GRAPH_MAX_BATCH = 1024
 INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_ITERS = 20
