@@ -1,4 +1,5 @@
-"""One op list for every phase.
+"""One op list for every phase (the FFN block in core/ops_ffn.py, weight-matrix GEMMs and
+bytes per element in core/ops_gemm.py).
 
 `ops(model, precision, B, T, S)` returns every op of one forward step of the whole model
 (all L layers, one GPU, no parallelism) with FLOPs, weight bytes, activation bytes,
@@ -17,34 +18,11 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.core.op_types import FloatArray, Op, OpCost, OpKind, total  # noqa: F401 (re-exported)
-from perfmodel.core.params import attention_matrices, ffn_matrices
+from perfmodel.core.ops_ffn import expected_experts, ffn  # noqa: F401 (expected_experts re-exported)
+from perfmodel.core.ops_gemm import (  # noqa: F401 (constants and weight_bpe re-exported)
+    ACT_BYTES, LOGIT_BYTES, SAMPLING_FLOPS_PER_LOGIT, linears, quantized, weight_bpe)
+from perfmodel.core.params import attention_matrices
 from perfmodel.core.specs import ModelSpec, Precision
-
-ACT_BYTES = 2.0          # activations between kernels are 16-bit (bf16/fp16)
-LOGIT_BYTES = 4.0        # logits are upcast to fp32 for sampling
-FP32_BYTES = 4.0         # fp32 routers (MoESpec.router_fp32): weights and upcast input
-HIGH_PRECISION_BYTES = 2.0  # embeddings, norms, routers and lm_head stay 16-bit when weights are quantized
-GLU_FLOPS_PER_OUTPUT = 4.0  # assumption: SiLU(gate) * up per output element = exp, add, divide, multiply
-SAMPLING_FLOPS_PER_LOGIT = 5.0  # assumption: softmax (max, subtract, exp, sum, divide) per logit
-
-
-def weight_bpe(m: ModelSpec, p: Precision, group: str) -> float:
-    """Bytes per weight element: matmul weights at their module's precision; embeddings,
-    norms and routers at 16 bits unless weights are fp32 (the usual GPTQ/AWQ/FP8 recipe)
-    or the embedding module names its own format."""
-    if group in ("attention", "mlp", "experts", "shared_experts"):
-        return p.for_group(group).weights.bytes_per_element
-    if group in ("embedding", "lm_head") and p.module("embedding") is not None:
-        return p.for_group(group).weights.bytes_per_element
-    if group == "router" and m.moe is not None and m.moe.router_fp32:
-        return FP32_BYTES
-    return max(HIGH_PRECISION_BYTES, p.weights.bytes_per_element if p.weights.bits > 16 else 0.0)
-
-
-def expected_experts(num_experts: int, k: int, tokens):
-    """Distinct experts touched by `tokens` tokens each routed to k of E uniformly:
-    E * (1 - (1 - k/E)^tokens)."""
-    return num_experts * (1.0 - (1.0 - k / num_experts) ** np.asarray(tokens, dtype=float))
 
 
 def kv_bytes_per_token_layer(m: ModelSpec, p: Precision) -> float:
@@ -81,14 +59,14 @@ def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
     L, D = m.num_layers, m.d_model
     out: list[Op] = [_embedding(m, p, M)]
     out += _norm("input_norm", M, D, L)
-    out += _linears(m, p, attention_matrices(m), M, "attention")
+    out += linears(m, p, attention_matrices(m), M, "attention")
     if m.qk_norm_across_heads:
         out.append(_qk_norm(m, M))
     out.append(_rotary(m, M) if m.mla is None else _mla_norms_rotary(m, M))
     out += _attention(m, p, B, T, S, attention)
     out.append(_residual("attn_residual", M, D, L))
     out += _norm("post_attn_norm", M, D, L)
-    out += _ffn(m, p, M)
+    out += ffn(m, p, M)
     out.append(_residual("mlp_residual", M, D, L))
     out += _lm_head(m, p, B, M if all_logits else B)
     return out
@@ -138,11 +116,6 @@ def _qk_norm(m: ModelSpec, M) -> Op:
                      kernels=2.0 * L), rows=M)
 
 
-def _quantized(p: Precision, group: str) -> bool:
-    """Weights of this group stored below 16 bits (routers and norms stay 16-bit)."""
-    return group not in ("router", "norm") and p.for_group(group).weights.bits < 16
-
-
 def _mla_norms_rotary(m: ModelSpec, M) -> Op:
     """MLA's extra elementwise kernels per layer (DeepSeek-V3 modeling code, MLA forward):
     RMSNorm of the q latent (when q is low-rank) and of the kv latent, and rotary on the
@@ -154,32 +127,6 @@ def _mla_norms_rotary(m: ModelSpec, M) -> Op:
               OpCost(flops=(4.0 * norm_width + 3.0 * rope_width) * M * L,
                      act_bytes=2 * M * (norm_width + rope_width) * ACT_BYTES * L,
                      kernels=(2.0 if a.q_lora_rank else 1.0) * L + L), rows=M)
-
-
-# matrices that read the same input as the one before them (fused qkv / q_a+kv_a GEMMs):
-# a W8A8 engine quantizes that input once (core/act_quant.py)
-SHARED_INPUT = ("k_proj", "v_proj", "kv_a_proj", "indexer_wk", "indexer_weights")
-
-
-def _linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
-    """One GEMM op per weight matrix: 2*M*in*out FLOPs, weights read once per step; its
-    M x in input is what a W8A8 kernel quantizes (once per shared input)."""
-    result = []
-    for mat in mats:
-        if mat.group == "norm" or mat.d_in == 1:
-            continue  # biases and latent norms are folded into neighbours
-        bpe = weight_bpe(m, p, mat.group)
-        elems = float(mat.d_in) * mat.d_out * mat.count
-        result.append(Op(mat.name, "gemm",
-                         OpCost(flops=2.0 * M * elems,
-                                weight_bytes=elems * bpe * np.ones_like(M),
-                                act_bytes=M * (mat.d_in + mat.d_out) * ACT_BYTES * mat.count,
-                                kernels=float(mat.count)),
-                         rows=M, quantized=_quantized(p, mat.group),
-                         weight_elements=elems * np.ones_like(M), group=mat.group,
-                         quant_elements=(0.0 if mat.name in SHARED_INPUT
-                                         else M * mat.d_in * mat.count)))
-    return result
 
 
 def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
@@ -319,76 +266,6 @@ def _indexer(m: ModelSpec, p: Precision, B, T, S, n_layers: int) -> Op:
               rows=B * T)
 
 
-def _ffn(m: ModelSpec, p: Precision, M) -> list[Op]:
-    """Dense MLP and MoE: dense layers and shared experts see all M rows; routed experts
-    see k*M rows spread over the experts the batch touches."""
-    mats = ffn_matrices(m)
-    dense = [x for x in mats if x.group in ("mlp", "shared_experts", "router")]
-    result = [x for op in _linears(m, p, dense, M, "mlp") for x in _fp32_router(m, op, M)]
-    act_width = 2 * m.ffn_dim if m.num_dense_ffn_layers else 0
-    if m.moe is not None:
-        e, n = m.moe, m.num_moe_layers
-        touched = expected_experts(e.num_experts, e.experts_per_token, M)   # per layer
-        up = 2 if m.gated_mlp else 1
-        expert_elems = (up + 1) * m.d_model * e.expert_ffn_dim           # one expert's weights
-        bpe = weight_bpe(m, p, "experts")
-        routed_rows = M * e.experts_per_token
-        result.append(Op("experts", "gemm",
-                         OpCost(flops=2.0 * routed_rows * expert_elems * n,
-                                weight_bytes=touched * expert_elems * bpe * n,
-                                act_bytes=routed_rows * (2 * m.d_model + (up + 1) * e.expert_ffn_dim)
-                                * ACT_BYTES * n,
-                                kernels=3.0 * n),
-                         rows=routed_rows / np.maximum(touched, 1.0),
-                         quantized=_quantized(p, "experts"),
-                         weight_elements=touched * expert_elems * n, group="experts",
-                         # the fused MoE quantizes the permuted rows: k*M x D in, k*M x F between
-                         quant_elements=routed_rows * (m.d_model + e.expert_ffn_dim) * n))
-        result += _routing(m, M)
-        act_width = e.expert_ffn_dim * e.experts_per_token * 2
-    if act_width:
-        result.append(Op("mlp_activation", "elementwise",
-                         OpCost(flops=GLU_FLOPS_PER_OUTPUT * M * (act_width / 2) * m.num_layers,
-                                # reads gate and up (act_width), writes their product (act_width / 2)
-                                act_bytes=M * (act_width + act_width / 2) * ACT_BYTES * m.num_layers,
-                                kernels=float(m.num_layers)), rows=M))
-    return result
-
-
-def _fp32_router(m: ModelSpec, op: Op, M) -> list[Op]:
-    """An fp32 router (MoESpec.router_fp32): its own kernel first upcasts the M x D input
-    (reads 16-bit, writes fp32), then the GEMM reads that fp32 copy and writes fp32 logits."""
-    if op.name != "router" or m.moe is None or not m.moe.router_fp32:
-        return [op]
-    n, D, E = m.num_moe_layers, m.d_model, m.moe.num_experts
-    cost = OpCost(flops=op.cost.flops, weight_bytes=op.cost.weight_bytes,
-                  act_bytes=M * (D + E) * FP32_BYTES * n, kernels=op.cost.kernels)
-    upcast = OpCost(act_bytes=M * D * (ACT_BYTES + FP32_BYTES) * n, kernels=1.0 * n)
-    return [Op(op.name, op.kind, cost, rows=op.rows, weight_elements=op.weight_elements,
-               group=op.group, quant_elements=op.quant_elements),
-            Op("router_upcast", "elementwise", upcast, rows=M)]
-
-
-def _routing(m: ModelSpec, M) -> list[Op]:
-    """The kernels around the expert GEMMs of each MoE layer, as vLLM's fused_moe and
-    TensorRT-LLM's MoE plugin run them: top-k over the E router logits plus the sort of
-    token rows by expert (topk_softmax + moe_align_block_size; TRT-LLM's routing kernel),
-    the permute that gathers each token's row once per chosen expert (expandInputRows), and
-    the unpermute that sums the k weighted expert outputs back into one row (moe_sum;
-    finalizeMoeRouting). Bytes: logits in fp32, rows in 16 bits."""
-    e, n = m.moe, m.num_moe_layers
-    k, D = e.experts_per_token, m.d_model
-    route = OpCost(flops=5.0 * M * e.num_experts * n,
-                   act_bytes=M * (e.num_experts + 2 * k) * LOGIT_BYTES * n,   # logits in, ids+weights out
-                   kernels=2.0 * n)
-    permute = OpCost(act_bytes=M * (1 + k) * D * ACT_BYTES * n, kernels=1.0 * n)
-    combine = OpCost(flops=2.0 * M * k * D * n, act_bytes=M * (k + 1) * D * ACT_BYTES * n,
-                     kernels=1.0 * n)
-    return [Op("moe_routing", "elementwise", route, rows=M),
-            Op("moe_permute", "elementwise", permute, rows=M),
-            Op("moe_combine", "elementwise", combine, rows=M)]
-
-
 def _lm_head(m: ModelSpec, p: Precision, B, rows) -> list[Op]:
     """Final norm, lm_head on `rows` positions (V*D weights, 2*rows*D*V FLOPs), sampling."""
     D, V = m.d_model, m.vocab_size
@@ -401,7 +278,7 @@ def _lm_head(m: ModelSpec, p: Precision, B, rows) -> list[Op]:
            OpCost(flops=2.0 * rows * D * V, weight_bytes=D * V * bpe * np.ones_like(rows),
                   act_bytes=rows * (D * ACT_BYTES + V * LOGIT_BYTES), kernels=1.0),
            rows=rows, per_layer=False, group="lm_head",
-           quantized=p.module("embedding") is not None and _quantized(p, "lm_head")),
+           quantized=p.module("embedding") is not None and quantized(p, "lm_head")),
         Op("sampling", "sampling",
            OpCost(flops=SAMPLING_FLOPS_PER_LOGIT * rows * V, act_bytes=2 * rows * V * LOGIT_BYTES,
                   kernels=4.0),
