@@ -40,13 +40,15 @@ import numpy as np
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.serving.decode_epoch import decode_epoch
+from perfmodel.serving.sim_kv import KvBlocks
 from perfmodel.serving.sim_state import (DECODE_PROBE_STEPS, Policy, Stalled, StepBudget, Trace,
                                           poll_steps, steps_since_poll)
+from perfmodel.serving.static_batch import run_static
 from perfmodel.serving.stepcost import StepCost
 from perfmodel.serving.workload import Requests
 
 
-class _Sim:
+class _Sim(KvBlocks):
     def __init__(self, cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None,
                  epochs: bool = True):
         self.cost, self.pol, self.epochs = cost, pol, epochs
@@ -105,48 +107,6 @@ class _Sim:
     def _run(self) -> np.ndarray:
         """The running requests (a view: copy before the set changes)."""
         return self._rbuf[:self.nrun]
-
-    def _blocks_for(self, tokens):
-        return np.ceil(np.asarray(tokens, dtype=float) / self.pol.block_tokens)
-
-    def _free(self) -> float:
-        return self.pol.total_blocks - self.used_blocks
-
-    def _set_ctx(self, i, ctx) -> None:
-        """Set the KV length of request(s) i (an index or an index array)."""
-        b = np.ceil(np.asarray(ctx, dtype=float) / self.pol.block_tokens)
-        self.used_blocks += float(np.sum(b - self.blocks[i]))
-        self.blocks[i] = b
-        self.ctx[i] = ctx
-
-    def _preempt_last(self) -> None:
-        self.nrun -= 1
-        self._requeue(int(self._rbuf[self.nrun]))
-
-    def _requeue(self, i: int) -> None:
-        """Request i, just taken off the running set, waits first to recompute."""
-        self.used_blocks -= self.blocks[i]
-        self.blocks[i] = 0.0
-        self.need[i] = self.prompt[i] + self.gen[i]
-        self.done[i] = self.cached[i]
-        # its cached prefix stays cached but holds no blocks while it waits (evictable, as
-        # vLLM's prefix cache frees them): as at arrival, readmission allocates them again.
-        # Holding them made waiting, preempted requests fill the pool: nothing could start
-        self.ctx[i] = self.cached[i]
-        self.waiting.appendleft(i)
-        self.tr.preemptions += 1
-
-    def _evict_cached(self) -> bool:
-        """Nothing runs and the waiting requests' cached prefixes fill the KV pool: evict
-        them (a prefix cache frees unused blocks first), so those requests recompute their
-        whole prompt. Only reached where the scheduler would otherwise stall."""
-        held = [i for i in self.waiting if self.blocks[i] > 0]
-        for i in held:
-            self.used_blocks -= self.blocks[i]
-            self.blocks[i] = 0.0
-            self.ctx[i] = 0.0
-            self.done[i] = 0.0
-        return bool(held)
 
     def _finish(self, i: int, t: float) -> None:
         self.tr.finish_s[i] = t
@@ -232,16 +192,6 @@ class _Sim:
             return False
         return (math.ceil((float(self.ctx[i]) + c) / self.pol.block_tokens)
                 - float(self.blocks[i])) <= self._free()
-
-    def _reserved_blocks(self) -> float:
-        """Blocks the running requests' whole prompts + outputs reserve (a decode epoch
-        shadows this with its running sum)."""
-        run = self._run()
-        return float(np.sum(self._blocks_for(self.need[run] + self.out[run]))) if run.size else 0.0
-
-    def _reservable(self, i: int) -> bool:
-        reserved = self._reserved_blocks()
-        return reserved + float(self._blocks_for(self.need[i] + self.out[i] - self.gen[i])) <= self.pol.total_blocks
 
     def _decode_run(self, dec: np.ndarray, cap: int | None = None) -> int:
         """k decode-only steps (at most cap) until the next event, priced in one call."""
@@ -428,33 +378,6 @@ class _Sim:
         self._flush_itl()
         return self.tr
 
-    # ---------------------------------------------------------------- static batching
-    def run_static(self) -> Trace:
-        while self.finished < self.n:
-            self._tick()
-            self._release()
-            if not self.waiting:
-                self.t = max(self.t, self.pending[0][0])
-                continue
-            batch = [self.waiting.popleft() for _ in range(min(len(self.waiting), self.pol.max_seqs))]
-            b = np.asarray(batch, dtype=int)
-            pm, om = float(self.prompt[b].max()), float(self.out[b].max())
-            self.tr.max_running = max(self.tr.max_running, b.size)
-            pre = self.cost.step_s(0, 0.0, [pm] * b.size, [0.0] * b.size, b.size)
-            self.tr.segments.append((self.t, pre, 1, 0, pm * b.size, len(self.waiting), 0.0))
-            self.t += pre
-            self.tr.first_s[b] = self.t
-            if om > 1:
-                self.budget.spend_decode(int(om) - 1)
-                dur = self.cost.decode_run_s(b.size, pm, int(om) - 1)
-                self.tr.segments.append((self.t, float(dur.sum()), int(om) - 1, b.size, 0.0,
-                                         len(self.waiting), 0.0))
-                self.tr.itl_values.append(dur)
-                self.tr.itl_weights.append(b.size)
-                self.t += float(dur.sum())
-            for i in batch:
-                self._finish(i, self.t)
-        return self.tr
 
 
 def simulate(cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None, *,
@@ -464,4 +387,4 @@ def simulate(cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | No
     epochs=False runs every iteration through the general loop (the reference the decode
     epochs are tested against: the same trace)."""
     sim = _Sim(cost, req, pol, budget, epochs)
-    return sim.run_static() if pol.static else sim.run_continuous()
+    return run_static(sim) if pol.static else sim.run_continuous()
