@@ -8,7 +8,7 @@ Continuous batching (vLLM V1, TensorRT-LLM in-flight batching, llama.cpp, SGLang
 - separate prefill steps (SGLang): a step is a prompt-only batch whenever a prompt can be
   admitted or is half done (prefill_first), else a decode step of every running sequence;
 - a prompt longer than what is left of the budget is split over steps (chunked_prefill);
-- KV memory is counted in blocks of the engine's page size; when a step's blocks do not
+- KV memory is counted in blocks of the engine's page size (serving/sim_kv.py); when a step's blocks do not
   fit, the most recently admitted sequence is preempted and later recomputed over its prompt
   and the tokens it had generated (vLLM's default PreemptionMode.RECOMPUTE);
 - with kv_reserve_output (TensorRT-LLM GUARANTEED_NO_EVICT) a request is admitted only if
@@ -21,11 +21,13 @@ with Policy.overlap (TensorRT-LLM's overlap scheduler) a busy engine plans step 
 runs, so it admits only requests visible when the step before the planned one began (one step
 later than a synchronous loop; an idle engine takes a request at once). Between events (an
 arrival, a finish, KV running out) a decode-only batch is fixed and every context grows by one
-per step, so such runs are priced in one vectorized call.
+per step, so such runs are priced in one vectorized call. With Policy.batch_wait_iters
+(TensorRT-LLM batch_wait_timeout_iters / batch_wait_max_tokens_ratio) prompts beside running
+decodes are held until enough tokens are scheduled or the iterations run out (_held).
 Most iterations run in decode epochs (serving/decode_epoch.py): these decisions on scalars
 (a histogram of contexts mod the page size, a shared step count), the same trace.
 
-Static batching (hf-eager, torch-*): when idle, the engine takes every waiting request up to
+Static batching (hf-eager, torch-*; serving/static_batch.py): when idle, the engine takes every waiting request up to
 what fits padded, prefills them together at the longest prompt, decodes until the longest
 output ends and returns them all together; nobody joins a running batch.
 """
