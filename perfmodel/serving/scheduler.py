@@ -8,9 +8,9 @@ Continuous batching (vLLM V1, TensorRT-LLM in-flight batching, llama.cpp, SGLang
 - separate prefill steps (SGLang): a step is a prompt-only batch whenever a prompt can be
   admitted or is half done (prefill_first), else a decode step of every running sequence;
 - a prompt longer than what is left of the budget is split over steps (chunked_prefill);
-- KV memory is counted in blocks of the engine's page size (serving/sim_kv.py); when a step's blocks do not
-  fit, the most recently admitted sequence is preempted and later recomputed over its prompt
-  and the tokens it had generated (vLLM's default PreemptionMode.RECOMPUTE);
+- KV memory is counted in blocks of the engine's page size (serving/sim_kv.py); when a step's
+  blocks do not fit, the most recently admitted sequence is preempted and later recomputed over
+  its prompt and the tokens it had generated (vLLM's default PreemptionMode.RECOMPUTE);
 - with kv_reserve_output (TensorRT-LLM GUARANTEED_NO_EVICT) a request is admitted only if
   the blocks of its whole prompt + output fit beside those reserved by the running ones;
 - prefix-cache hits start a prompt at its cached tokens (they hold KV but cost no compute).
