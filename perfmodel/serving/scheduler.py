@@ -27,9 +27,9 @@ decodes are held until enough tokens are scheduled or the iterations run out (_h
 Most iterations run in decode epochs (serving/decode_epoch.py): these decisions on scalars
 (a histogram of contexts mod the page size, a shared step count), the same trace.
 
-Static batching (hf-eager, torch-*; serving/static_batch.py): when idle, the engine takes every waiting request up to
-what fits padded, prefills them together at the longest prompt, decodes until the longest
-output ends and returns them all together; nobody joins a running batch.
+Static batching (hf-eager, torch-*; serving/static_batch.py): when idle, the engine takes every
+waiting request up to what fits padded, prefills them together at the longest prompt, decodes
+until the longest output ends and returns them all together; nobody joins a running batch.
 """
 
 from __future__ import annotations
