@@ -54,11 +54,13 @@ def align_block_size(topk_ids, num_experts: int, block_m: int):
 
 if triton is not None:
     @triton.jit
-    def _moe_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, sorted_ptr, expert_ptr,
+    def _moe_kernel(a_ptr, b_ptr, c_ptr, as_ptr, bs_ptr, sorted_ptr, expert_ptr, npp_ptr,
                     N, K, EM, num_valid, stride_am, stride_be, stride_bn, stride_cm,
                     stride_asm, stride_bse, stride_bsn,
                     TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+                    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EARLY_EXIT: tl.constexpr):
+        # EARLY_EXIT (vLLM's): blocks past num_tokens_post_padded (a device scalar at npp_ptr,
+        # so the grid is sized for the worst case without a host sync) return at once
         pid = tl.program_id(0)
         num_pid_m = tl.cdiv(EM, BLOCK_M)
         num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -67,6 +69,9 @@ if triton is not None:
         size_m = min(num_pid_m - first_m, GROUP_M)
         pid_m = first_m + ((pid % in_group) % size_m)
         pid_n = (pid % in_group) // size_m
+        if EARLY_EXIT:
+            if pid_m * BLOCK_M >= tl.load(npp_ptr):
+                return
         offs = pid_m * BLOCK_M + tl.arange(0, BLOCK_M).to(tl.int64)
         tok = tl.load(sorted_ptr + offs).to(tl.int64)
         valid = tok < num_valid
@@ -116,15 +121,18 @@ def quant_block_weight(w):
 
 
 def fused_moe_gemm(a_q, a_s, w_q, w_s, out, sorted_ids, expert_ids, num_padded: int,
-                   top_k: int, cfg: dict = DEFAULT_CONFIG):
+                   top_k: int, cfg: dict = DEFAULT_CONFIG, npp=None):
     """out[row] = (a[row // top_k] @ w[expert(row)]^T) for every routed row of the sorted list.
-    a_q (T, K) fp8, a_s (T, K/128); w_q (E, N, K) fp8, w_s (E, N/128, K/128); out (T*k, N)."""
+    a_q (T, K) fp8, a_s (T, K/128); w_q (E, N, K) fp8, w_s (E, N/128, K/128); out (T*k, N).
+    npp: None, or a one-element device tensor of the padded rows in use (the grid stays sized
+    for num_padded and blocks past npp exit, as vLLM's kernel)."""
     N, K = w_q.shape[1], w_q.shape[2]
     grid = (triton.cdiv(num_padded, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
     _moe_kernel[grid](a_q, w_q, out, a_s, w_s, sorted_ids, expert_ids,
+                      expert_ids if npp is None else npp,
                       N, K, num_padded, out.shape[0], a_q.stride(0), w_q.stride(0),
                       w_q.stride(1), out.stride(0), a_s.stride(0), w_s.stride(0), w_s.stride(1),
                       TOP_K=top_k, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
-                      BLOCK_K=cfg["BLOCK_K"], GROUP_M=cfg["GROUP_M"],
+                      BLOCK_K=cfg["BLOCK_K"], GROUP_M=cfg["GROUP_M"], EARLY_EXIT=npp is not None,
                       num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return out
