@@ -105,12 +105,7 @@ def test_fp32_router_costs_more_than_16_bit_at_every_size():
 
 def test_layer_bench_quick_cpu_run_writes_its_records(tmp_path):
     pytest.importorskip("torch")
-    out = tmp_path / "layer.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "calibrate" / "bench_moe_layer.py"),
-                           "--quick", "--device", "cpu", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    res = json.loads(out.read_text())
+    res = _quick_cpu_run("bench_moe_layer.py", tmp_path)
     assert res["checks"]["align_ok"] and res["checks"]["gate_up_rel_err"] < 0.01
     assert not res["skipped"] and len(res["records"]) == 2
     for rec in res["records"]:
@@ -121,11 +116,16 @@ def test_layer_bench_quick_cpu_run_writes_its_records(tmp_path):
 
 def test_router_bench_quick_cpu_run(tmp_path):
     pytest.importorskip("torch")
-    out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "calibrate" / "bench_router_gemm.py"),
+    recs = _quick_cpu_run("bench_router_gemm.py", tmp_path)["records"]
+    assert {r["dtype"] for r in recs} == {"fp32", "bf16"}
+    assert all(r["flops"] == 2.0 * r["M"] * r["D"] * r["E"] and r["seconds"] > 0 for r in recs)
+
+
+def _quick_cpu_run(script: str, tmp_path) -> dict:
+    """Run a calibrate/ bench with --quick on the CPU; its JSON."""
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "calibrate" / script),
                            "--quick", "--device", "cpu", "--out", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    recs = json.loads(out.read_text())["records"]
-    assert {r["dtype"] for r in recs} == {"fp32", "bf16"}
-    assert all(r["flops"] == 2.0 * r["M"] * r["D"] * r["E"] and r["seconds"] > 0 for r in recs)
+    return json.loads(out.read_text())
