@@ -20,6 +20,7 @@ from perfmodel.core.catalog import load_model
 from perfmodel.core.roofline import gemm_kind, step_time
 from perfmodel.core.specs import Efficiency, GemmCurve, Precision
 from perfmodel.core.precision import parse_format
+from calib_scripts import quick_cpu_run
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "calibrate" / "data" / "gemm-dtype-h200-sxm-20261201.json"
@@ -159,11 +160,7 @@ def test_hopper_curves_cite_the_measurement():
 
 def test_the_bench_runs_quick_on_the_cpu(tmp_path):
     pytest.importorskip("torch")
-    out = tmp_path / "g.json"
-    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--device", "cpu", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads(out.read_text())
+    res = quick_cpu_run(BENCH, tmp_path / "g.json", timeout=300)
     recs = res["gemm"]["records"]
     assert recs and {r["kind"] for r in recs} == {"bf16"}       # fp8 needs CUDA sm_89+
     for r in recs:

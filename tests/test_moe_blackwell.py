@@ -1,7 +1,6 @@
 """The fused-MoE kernel fraction on datacenter Blackwell (core/efficiency.py
 BLACKWELL_GROUPED_KERNEL_FRACTION) against published Blackwell MoE timings
 (calibrate/fit_moe_blackwell.py)."""
-import importlib.util
 import math
 import subprocess
 import sys
@@ -17,16 +16,14 @@ from perfmodel.core.efficiency import (BLACKWELL_DC_GPUS, BLACKWELL_GROUPED_KERN
 from perfmodel.core.efficiency_spec import HOPPER_GROUPED_KERNEL_FRACTION
 from perfmodel.core.grouped_gemm import GROUPED_KERNEL_FRACTION, grouped_gemm_efficiency
 from perfmodel.core.hardware import load_gpu
+from calib_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 FIT = ROOT / "calibrate" / "fit_moe_blackwell.py"
 
 
 def _fit_module():
-    spec = importlib.util.spec_from_file_location("fit_moe_blackwell", FIT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(FIT)
 
 
 def _record(fit, name):

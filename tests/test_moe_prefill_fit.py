@@ -1,6 +1,5 @@
 """The routed-expert GEMM law (core/grouped_gemm.py) against the H200 measurement of the fused
 MoE kernel at prompt sizes (calibrate/bench_moe_prefill.py, calibrate/MOE_PREFILL_NOTES.md)."""
-import importlib.util
 import json
 import statistics
 import subprocess
@@ -14,6 +13,7 @@ from perfmodel import api
 from perfmodel.core import predict
 from perfmodel.core.grouped_gemm import (DEPTH_HALF_K, GROUPED_KERNEL_FRACTION,
                                          depth_efficiency)
+from calib_scripts import load_script, quick_cpu_run
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "calibrate" / "data"
@@ -25,10 +25,7 @@ BENCH = ROOT / "calibrate" / "bench_moe_prefill.py"
 
 
 def _fit_module():
-    spec = importlib.util.spec_from_file_location("fit_moe_prefill", FIT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(FIT)
 
 
 def _record(recs, model, moe_tp, ep, T, kind, gemm):
@@ -108,11 +105,7 @@ def test_the_fit_script_prints_the_shipped_law_and_refuses_bad_files(tmp_path):
 
 def test_the_bench_runs_quick_on_the_cpu(tmp_path):
     pytest.importorskip("torch")
-    out = tmp_path / "m.json"
-    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--device", "cpu", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads(out.read_text())
+    res = quick_cpu_run(BENCH, tmp_path / "m.json", timeout=300)
     assert {r["kind"] for r in res["records"]} >= {"bf16_grouped", "dense_bf16"}
     for r in res["records"]:
         assert r["seconds"] > 0 and r["flops"] == 2 * r["M"] * r["K"] * r["N"]

@@ -2,8 +2,6 @@
 W8A8 kernel, priced against the H200 whole-layer run (calibrate/bench_moe_layer.py)."""
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ from perfmodel import api
 from perfmodel.core import predict
 from perfmodel.core.catalog import load_model
 from perfmodel.core.catalog.hf_config import load_hf_config
+from calib_scripts import quick_cpu_run
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYER_RUN = ROOT / "calibrate" / "data" / "moe-layer-h200-sxm-20261202b.json"
@@ -105,7 +104,7 @@ def test_fp32_router_costs_more_than_16_bit_at_every_size():
 
 def test_layer_bench_quick_cpu_run_writes_its_records(tmp_path):
     pytest.importorskip("torch")
-    res = _quick_cpu_run("bench_moe_layer.py", tmp_path)
+    res = quick_cpu_run(ROOT / "calibrate" / "bench_moe_layer.py", tmp_path / "layer.json")
     assert res["checks"]["align_ok"] and res["checks"]["gate_up_rel_err"] < 0.01
     assert not res["skipped"] and len(res["records"]) == 2
     for rec in res["records"]:
@@ -116,16 +115,7 @@ def test_layer_bench_quick_cpu_run_writes_its_records(tmp_path):
 
 def test_router_bench_quick_cpu_run(tmp_path):
     pytest.importorskip("torch")
-    recs = _quick_cpu_run("bench_router_gemm.py", tmp_path)["records"]
+    recs = quick_cpu_run(ROOT / "calibrate" / "bench_router_gemm.py", tmp_path / "r.json")["records"]
     assert {r["dtype"] for r in recs} == {"fp32", "bf16"}
     assert all(r["flops"] == 2.0 * r["M"] * r["D"] * r["E"] and r["seconds"] > 0 for r in recs)
 
-
-def _quick_cpu_run(script: str, tmp_path) -> dict:
-    """Run a calibrate/ bench with --quick on the CPU; its JSON."""
-    out = tmp_path / "out.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "calibrate" / script),
-                           "--quick", "--device", "cpu", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(out.read_text())
