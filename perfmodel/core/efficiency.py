@@ -98,6 +98,45 @@ BLACKWELL_DC_GPUS = frozenset({"b100", "b200", "b300", "gb200", "gb300"})
 kernels (FlashInfer/TRT-LLM CUTLASS and trtllm-gen grouped GEMMs, CuTe DSL); the workstation
 parts (sm_120: RTX 5090, RTX PRO 6000, GB10) have other kernels and keep the Hopper law."""
 
+_B200_VLLM_BENCH = ("vLLM benchmarks/kernels/bench_{}_gemm.py on one B200, Llama-3.1-8B layer "
+                    "shapes (K 4096), TFLOP/s tables in vllm-project/vllm PR {}")
+BLACKWELL_GEMM_BY_DTYPE = {
+    # fp8 e4m3 per-tensor scales, vLLM's CUTLASS sm100 cutlass_scaled_mm after its tunings for
+    # M >= 128 (PR #19566, 2025-06; the `fp8-tensor-w-tensor-a-noquant` column: the GEMM alone,
+    # activation quantization is an op of its own here, core/act_quant.py): N=4096 K=4096 611,
+    # 993, 1832, 2077 TFLOP/s at M = 128, 256, 512, 1024; N=6144 K=4096 1020, 1362 at 128, 256
+    # and 2545 at 16384; the run's third table 1226, 1914, 2295, 2514, 2767, 2533 at M = 128 ..
+    # 4096: 0.45-0.61 of the 4500 dense peak from M = 512. Least squares on log time over the
+    # 13 points: 0.636 / 266 rows (rms 0.21 in log; the 0.75 / 16 vendor default priced them
+    # 1.2-2.1x too fast).
+    "fp8": GemmCurve(gemm_max=0.583, gemm_half_m=128.0,
+                     source="fp8 per-tensor CUTLASS sm100: " + _B200_VLLM_BENCH.format("fp8", "#19566")),
+    # NVFP4 (fp4 e2m1, 16-element block scales), vLLM's CUTLASS nvfp4 GEMM (PR #20646, 2025-07,
+    # its "Before" table, `nvfp4-noquant`), N=6144 K=4096: 550, 1102, 2188, 2895, 3411, 3646,
+    # 3779, 3904 TFLOP/s at M = 128 .. 16384: 0.24-0.43 of the 9000 dense peak; fit 0.490 / 739
+    # (rms 0.11). The PR's own tuned configs ("a starting point"), and FlashInfer's CUTLASS fp4
+    # GEMM on B200 (flashinfer-ai/flashinfer#1732, 2025-09: "not approaching the hardware limit")
+    # say the kernels of that summer stayed well below the fp4 peak.
+    "fp4": GemmCurve(gemm_max=0.389, gemm_half_m=128.0,
+                     source="NVFP4 CUTLASS sm100: " + _B200_VLLM_BENCH.format("nvfp4", "#20646")),
+    # bf16 (torch.matmul, cuBLAS) in the same two runs: 729, 1127, 1284, 1326, 1355, 1365, 1421,
+    # 1360 TFLOP/s at M = 128 .. 16384 (N=6144, #20646) and 1513 at 16384 (#19566): 0.57-0.67 of
+    # the 2250 peak; fit 0.646 / 107 (rms 0.06).
+    "bf16": GemmCurve(gemm_max=0.630, gemm_half_m=60.0,
+                      source="bf16 torch.matmul (cuBLAS): " + _B200_VLLM_BENCH.format("fp8/nvfp4",
+                                                                                     "#19566, #20646")),
+}
+"""GEMM curves of datacenter Blackwell (BLACKWELL_DC_GPUS) per matmul kind, from vLLM's own B200
+kernel benchmarks (no B200 of our own): its GEMMs reach a smaller fraction of the 2x larger
+tensor-core peak than Hopper's do of theirs (HOPPER_GEMM_BY_DTYPE: fp8 0.735 / 86 rows), and
+need more rows to get there (256-row 2-SM tiles). fp8_block falls back to the fp8 curve
+(GEMM_KIND_FALLBACK). Assumption: B300/GB200/GB300 take the B200 curves (same sm_100 kernels)."""
+
+BLACKWELL_GROUPED_GEMM_MAX = 0.75
+"""Efficiency.grouped_gemm_max on datacenter Blackwell: BLACKWELL_GROUPED_KERNEL_FRACTION below
+was solved against the vendor gemm_max 0.75, not the per-dtype curves above, so the fused-MoE
+law keeps that base."""
+
 BLACKWELL_GROUPED_KERNEL_FRACTION = 0.25
 """Efficiency.grouped_kernel_fraction on datacenter Blackwell: the fused MoE GEMMs reach a much
 smaller fraction of Blackwell's 2.3x larger peak than vLLM's Triton kernel does of Hopper's
@@ -122,6 +161,7 @@ sources are NVFP4; no fp8 grouped-MoE time at prompt sizes on Blackwell was foun
 def default_efficiency(hw: HardwareSpec) -> Efficiency:
     """Mid-range defaults for this chip's vendor and memory type (see module docstring)."""
     mem_factor, gemm_max, half_m, attn, kernel_s, link = VENDOR[hw.vendor]
+    blackwell = hw.id in BLACKWELL_DC_GPUS
     return Efficiency(
         mem_bw_fraction=MEM_BW_BY_MEMORY[hw.memory_type] * mem_factor,
         gemm_max=gemm_max,
@@ -130,8 +170,10 @@ def default_efficiency(hw: HardwareSpec) -> Efficiency:
         attn_mem=0.85,
         kernel_s=kernel_s,
         link_fraction=link,
-        gemm_by_dtype=HOPPER_GEMM_BY_DTYPE if hw.id in HOPPER_GPUS else {},
-        grouped_kernel_fraction=(BLACKWELL_GROUPED_KERNEL_FRACTION if hw.id in BLACKWELL_DC_GPUS
+        gemm_by_dtype=(HOPPER_GEMM_BY_DTYPE if hw.id in HOPPER_GPUS
+                       else BLACKWELL_GEMM_BY_DTYPE if blackwell else {}),
+        grouped_kernel_fraction=(BLACKWELL_GROUPED_KERNEL_FRACTION if blackwell
                                  else HOPPER_GROUPED_KERNEL_FRACTION),
+        grouped_gemm_max=BLACKWELL_GROUPED_GEMM_MAX if blackwell else None,
         source=f"defaults for vendor={hw.vendor}, memory={hw.memory_type} (perfmodel/core/efficiency.py)",
     )

@@ -52,6 +52,12 @@ class Efficiency(Spec):
         description="Fraction of gemm_max the fused MoE (grouped expert) GEMM reaches at full "
                     "tiles and deep K (core/grouped_gemm.py): a property of the GPU "
                     "generation's MoE kernels (core/efficiency.py).")
+    grouped_gemm_max: float | None = Field(
+        default=None, gt=0, le=1,
+        description="The gemm_max that grouped_kernel_fraction multiplies (core/grouped_gemm.py) "
+                    "where the fraction was measured against a fixed dense rate rather than the "
+                    "dtype's own GEMM curve (datacenter Blackwell: core/efficiency.py); None: "
+                    "the GEMM curve's gemm_max.")
     gemm_by_dtype: dict[str, GemmCurve] = Field(
         default_factory=dict, description="GEMM curves per matmul kind that differ from "
         "gemm_max/gemm_half_m: a compute dtype (fp8, int8, ...) or fp8_block (fp8 with 1x128 "

@@ -108,6 +108,7 @@ def grouped_gemm_efficiency(eff, rows, k: int):
     """Fraction of peak of the routed-expert GEMM when each touched expert computes `rows` token
     rows on average, padded to whole tiles of b rows:
         e = f * gemm_max * r / max(b, r + b/2),   f = eff.grouped_kernel_fraction
+    (gemm_max: eff.grouped_gemm_max where set, else the GEMM curve's)
     (GROUPED_KERNEL_FRACTION but on datacenter Blackwell; a touched expert with fewer than b
     rows computes one full tile; beyond, the last tile is on average half empty). b = GROUPED_SMALL_TILE_ROWS while r <= k (M <= E tokens, where
     r ~ M*k/E), else GROUPED_TILE_ROWS. The reduction depth is expert_depth_factor's.
@@ -115,7 +116,8 @@ def grouped_gemm_efficiency(eff, rows, k: int):
     e = 0.465 * 0.75 * 160/192 = 0.29."""
     r = np.maximum(np.asarray(rows, dtype=float), 1.0)
     b = np.where(r <= k, GROUPED_SMALL_TILE_ROWS, GROUPED_TILE_ROWS)
-    return eff.grouped_kernel_fraction * eff.gemm_max * r / np.maximum(b, r + b / 2)
+    base = eff.grouped_gemm_max if eff.grouped_gemm_max is not None else eff.gemm_max
+    return eff.grouped_kernel_fraction * base * r / np.maximum(b, r + b / 2)
 
 
 # ----------------------------------------------------------------------------- weight streaming
