@@ -164,7 +164,8 @@ def test_efficiency_fractions_are_named_as_fractions_and_old_keys_still_load(tmp
     # a profile that does not state the fused-MoE kernel fraction takes the H200-measured 0.465
     assert old.model_dump(exclude={"source"}) == {**new, "gemm_half_m": 16.0, "gemm_by_dtype": {},
                                                   "grouped_kernel_fraction": 0.465,
-                                                  "grouped_gemm_max": None}
+                                                  "grouped_gemm_max": None,
+                                                  "attn_compute_fa2": None}
     # a copy under an old name changes the renamed field, never silently nothing
     assert old.model_copy(update={"mem_bw": 0.5}).mem_bw_fraction == 0.5
 

@@ -132,6 +132,17 @@ tensor-core peak than Hopper's do of theirs (HOPPER_GEMM_BY_DTYPE: fp8 0.735 / 8
 need more rows to get there (256-row 2-SM tiles). fp8_block falls back to the fp8 curve
 (GEMM_KIND_FALLBACK). Assumption: B300/GB200/GB300 take the B200 curves (same sm_100 kernels)."""
 
+BLACKWELL_FA2_ATTN_COMPUTE = 0.155
+"""Efficiency.attn_compute_fa2 on datacenter Blackwell: FlashAttention-2-class prefill kernels
+(warp-level mma.sync; no tcgen05 path) reach about a sixth of the 2250 TFLOP/s bf16 peak:
+"FA2 has no tcgen05 path and measures at ~320-390 TFLOPS, roughly 17% of B200 bf16 peak"
+(flashinfer-ai/flashinfer PR #5133, FlashInfer's fa2 backend, which its `auto` picks on sm100
+for ragged and paged prefill); flash-attn 2.7.4 forward on a B200, 307-381 TFLOP/s at
+sequence lengths 512-16384 (Dao-AILab/flash-attention#1589). 355 / 2250 = 0.155, their middle.
+Cross-check against the native (tcgen05) kernels the vendor default attn_compute 0.5 prices:
+TRT-LLM-gen prefill attention ran 2.3-3.3x faster than FlashInfer's native prefill in vLLM's
+B200 kernel benchmark (vllm-project/vllm PR #25998, speedup_% 0.57-0.70), i.e. at 0.36-0.51."""
+
 BLACKWELL_GROUPED_GEMM_MAX = 0.75
 """Efficiency.grouped_gemm_max on datacenter Blackwell: BLACKWELL_GROUPED_KERNEL_FRACTION below
 was solved against the vendor gemm_max 0.75, not the per-dtype curves above, so the fused-MoE
@@ -175,5 +186,6 @@ def default_efficiency(hw: HardwareSpec) -> Efficiency:
         grouped_kernel_fraction=(BLACKWELL_GROUPED_KERNEL_FRACTION if blackwell
                                  else HOPPER_GROUPED_KERNEL_FRACTION),
         grouped_gemm_max=BLACKWELL_GROUPED_GEMM_MAX if blackwell else None,
+        attn_compute_fa2=BLACKWELL_FA2_ATTN_COMPUTE if blackwell else None,
         source=f"defaults for vendor={hw.vendor}, memory={hw.memory_type} (perfmodel/core/efficiency.py)",
     )

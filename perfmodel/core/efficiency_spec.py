@@ -52,6 +52,12 @@ class Efficiency(Spec):
         description="Fraction of gemm_max the fused MoE (grouped expert) GEMM reaches at full "
                     "tiles and deep K (core/grouped_gemm.py): a property of the GPU "
                     "generation's MoE kernels (core/efficiency.py).")
+    attn_compute_fa2: float | None = Field(
+        default=None, gt=0, le=1,
+        description="Compute efficiency of FlashAttention-2-class prefill kernels (warp-level "
+                    "MMA) on a chip whose native attention kernels use other tensor-core "
+                    "instructions (datacenter Blackwell: tcgen05), for engines that run them "
+                    "(EngineProfile.prefill_attention 'fa2'); None: attn_compute.")
     grouped_gemm_max: float | None = Field(
         default=None, gt=0, le=1,
         description="The gemm_max that grouped_kernel_fraction multiplies (core/grouped_gemm.py) "

@@ -148,6 +148,10 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     kscale = _kernel_scale(m, engine, attention or engine.attention)
     expert_depth = expert_depth_factor(m, dep)     # thin expert shards: core/grouped_gemm.py
 
+    attn_compute = eff.attn_compute
+    if engine.prefill_attention == "fa2" and eff.attn_compute_fa2 is not None:
+        attn_compute = np.where(prefill, eff.attn_compute_fa2, eff.attn_compute)
+
     times: list[OpTime] = []
     gpu = 0.0
     compute_sum = memory_sum = 0.0
@@ -187,7 +191,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                 quant_bytes = act_quant_bytes(op.quant_elements, quant_out)
             at_peak = at_peak + c.flops / max(hw.peak_flops_per_s[op_dtype], vector_peak)
         elif op.kind == "attention":
-            compute = c.flops / (half_peak * eff.attn_compute)
+            compute = c.flops / (half_peak * attn_compute)
             at_peak = at_peak + c.flops / half_peak
             memory = (c.kv_read_bytes + c.kv_write_bytes) / (bw * eff.attn_mem) + c.act_bytes / bw
         else:

@@ -283,6 +283,12 @@ class EngineProfile(Spec):
         "next step (vLLM async scheduling, SGLang overlap scheduler, TRT-LLM overlap "
         "scheduler): step = max(GPU, issue + host); False: in series, added to the step.")
     attention: Literal["naive", "flash", "paged"] = Field(description="Attention kernel kind.")
+    prefill_attention: Literal["native", "fa2"] = Field(
+        default="native", description="Which attention kernels a step carrying prompt tokens "
+        "runs: 'native' the chip's own (Efficiency.attn_compute); 'fa2' FlashAttention-2-class "
+        "kernels (warp-level MMA) where the chip's rate for them differs "
+        "(Efficiency.attn_compute_fa2: datacenter Blackwell), e.g. vLLM before its TRT-LLM "
+        "prefill kernels (core/engines.py vllm_prefill_attention).")
     batching: Literal["static", "continuous"] = Field(description="Batching policy.")
     kv_memory_fraction: float = Field(
         gt=0, le=1, description="Share of device memory the engine lets weights+KV+activations use.")

@@ -196,8 +196,9 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
     B = np.concatenate([p[0] for p in parts])
     T = np.concatenate([p[1] for p in parts])
     S = np.concatenate([p[2] for p in parts])
+    prompt = np.arange(B.size) >= B.size - C.size     # the chunk grid: prompt attention
     est = step_time(sc.model, sc.hw, sc.precision, sc.engine, sc.eff, B, T, S, dep=sc.dep,
-                    attention=sc.attention)
+                    attention=sc.attention, prefill=prompt)
     n = B.size
     body = np.zeros(n)
     head = np.zeros(n)

@@ -129,6 +129,9 @@ def _with_recipe(sc, recipe: Recipe):
     out = with_scheduler(sc, max_num_batched_tokens=budget,
                          recv_interval_steps=recipe.recv_interval_steps,
                          chunked_prefill=recipe.chunked_prefill)
+    if recipe.prefill_attention is not None:
+        out = replace(out, engine=out.engine.model_copy(
+            update={"prefill_attention": recipe.prefill_attention}))
     upd = {k: v for k, v in (("mixed_prefill", recipe.mixed_prefill),
                              ("batch_wait_timeout_iters", recipe.batch_wait_timeout_iters),
                              ("batch_wait_max_tokens_ratio", recipe.batch_wait_max_tokens_ratio))

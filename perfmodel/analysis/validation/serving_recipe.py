@@ -105,6 +105,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.core.engines import vllm_prefill_attention
+
 # AIConfigurator generator (rule_plugin/{vllm,trtllm}.rule): agg max_num_tokens =
 # max_batch_size + isl + 1500, and an aggregated worker's max_batch_size is 512 when the chosen
 # configuration's batch is below 512 (`agg_decode max_batch_size = 512 if < 512 else 2x`).
@@ -162,6 +164,11 @@ AIC_INFERENCEMAX_IMPORT_DATES = ("2025-10-29",)
 # "$OSL" == "1024" && ${TP} -lt 8 ]]`): TensorRT-LLM's batch waiting (SchedulerSpec.batch_wait_*).
 # The DeepSeek R1 TensorRT-LLM scripts (dsr1_fp4_b200_trt[_slurm].sh, dsr1_fp8_h200_trt[_slurm].sh)
 # set neither flag: their rows keep TensorRT-LLM's default (off).
+# The vLLM version of the image-less Llama-70B import (measured 2025-10-29, no backend_version):
+# assumed the last release on that date, 0.11.0 (0.11.1 followed in November); InferenceMAX's
+# B200 Llama-70B fp4 script pins flashinfer-python 0.3.0post1, of August 2025. It decides the
+# Blackwell prefill attention kernels (core/engines.py vllm_prefill_attention).
+AIC_INFERENCEMAX_VLLM_ASSUMED_VERSION = "0.11.0"
 INFERENCEMAX_LLAMA70B_TRTLLM_GRAPH_MAX_BATCH = 1024
 INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_ITERS = 20
 INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_RATIO = 0.9
@@ -202,6 +209,9 @@ class Recipe(BaseModel):
     batch_wait_max_tokens_ratio: float | None = Field(
         default=None, ge=0, le=1, description="TensorRT-LLM batch_wait_max_tokens_ratio the "
         "deployment set (None: the engine preset's default, 0).")
+    prefill_attention: Literal["native", "fa2"] | None = Field(
+        default=None, description="Prompt-step attention kernels of the engine version that "
+        "ran (EngineProfile.prefill_attention; None: the preset's).")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
@@ -209,7 +219,7 @@ class Recipe(BaseModel):
         return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps,
                 self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens,
                 self.chunked_prefill, self.batch_wait_timeout_iters,
-                self.batch_wait_max_tokens_ratio)
+                self.batch_wait_max_tokens_ratio, self.prefill_attention)
 
 
 def _measured(source: str) -> str | None:
@@ -338,7 +348,34 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
                version: str | None = None, tp: int | None = None) -> Recipe:
     """The recipe of a row from its `source` cell, engine preset id and prompt length (and,
     for the flags that depend on them, its concurrency, GPU id, mode, engine version and
-    tensor-parallel size)."""
+    tensor-parallel size), with the prompt attention kernels of an old vLLM (_vllm_prefill)."""
+    recipe = _recipe(source, engine, prompt, concurrency=concurrency, gpu=gpu, disagg=disagg,
+                     output=output, version=version, tp=tp)
+    kernels, note = _vllm_prefill(source, engine, version)
+    if kernels is None:
+        return recipe
+    return recipe.model_copy(update=dict(prefill_attention=kernels, notes=recipe.notes + (note,)))
+
+
+def _vllm_prefill(source: str, engine: str, version: str | None) -> tuple[str | None, str]:
+    """('fa2', note) for a vLLM row of a release before its TRT-LLM prefill kernels (stated, or
+    assumed for the image-less Llama-70B import), else (None, '')."""
+    if engine != "vllm":
+        return None, ""
+    assumed = not (version or "").strip() and _llama70b_import(source)
+    if assumed:
+        version = AIC_INFERENCEMAX_VLLM_ASSUMED_VERSION
+    if vllm_prefill_attention(version) != "fa2":
+        return None, ""
+    how = (f"assumed {version} (no version in the row; measured 2025-10-29, the last release "
+           "then)" if assumed else f"{version}")
+    return "fa2", (f"engine: vLLM {how}: prompt steps run FlashAttention-2-class attention on "
+                   "datacenter Blackwell (TRT-LLM-gen prefill only from 0.11.1, vLLM PR #25998; "
+                   "core/engines.py)")
+
+
+def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, gpu: str | None,
+            disagg: bool, output: int | None, version: str | None, tp: int | None) -> Recipe:
     fam = family(source)
     if fam == "aic":
         return _aic(engine, prompt, version, disagg)
