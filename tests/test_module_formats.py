@@ -69,8 +69,11 @@ def test_each_kernel_runs_in_its_module_format():
     # achieved FLOP/s = the module's peak x its kernel's efficiency at its rows: q_proj sees
     # 4096 rows (e_gemm); the experts 4096 x 4 routed rows over all 32 experts (every expert is
     # touched) = 512 rows each, in the grouped kernel (core/grouped_gemm.py)
-    assert q.flops / q.compute_s == pytest.approx(hw.peak_flops_per_s["bf16"] * eff.gemm(4096))
-    grouped = grouped_gemm_efficiency(eff, 512, 4) / expert_depth_factor(m, Deployment())
+    # (each at its dtype's curve: BLACKWELL_GEMM_BY_DTYPE on a B200)
+    assert q.flops / q.compute_s == pytest.approx(hw.peak_flops_per_s["bf16"]
+                                                  * eff.for_gemm("bf16").gemm(4096))
+    grouped = (grouped_gemm_efficiency(eff.for_gemm("fp4"), 512, 4)
+               / expert_depth_factor(m, Deployment()))
     assert e.flops / e.compute_s == pytest.approx(hw.peak_flops_per_s["fp4"] * grouped,
                                                   rel=1e-6)
     assert est.compute_dtype == "bf16"
