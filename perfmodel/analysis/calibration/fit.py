@@ -118,7 +118,8 @@ def _check_finite(points, fitted, datasheet, eff, engines) -> None:
         if not (np.isfinite(f) and np.isfinite(d) and f > 0 and d > 0):
             raise PerfModelError(f"raw JSON: the model gives no finite time for e2e point "
                                  f"'{p.name}'; check its batch/context/shape fields")
-    values = list(eff.model_dump(exclude={"source", "gemm_by_dtype"}).values())
+    values = [v for v in eff.model_dump(exclude={"source", "gemm_by_dtype"}).values()
+              if v is not None]   # optional per-chip rates (Efficiency.attn_compute_fa2, ...)
     for eng in engines.values():
         values += [getattr(eng, f) or 0.0 for f in ("kernels_per_layer", "act_quant_kernels_per_layer")
                    + ENGINE_FIELDS]
