@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from perfmodel.analysis.validation import serving_predict as sp
 from perfmodel.analysis.validation.serving_map import map_serving_row
-from perfmodel.analysis.validation.serving_recipe import (AIC_INFERENCEMAX_VLLM_ASSUMED_VERSION,
-                                                          recipe_for)
+from perfmodel.analysis.validation.serving_recipe import recipe_for
+from perfmodel.analysis.validation.serving_versions import AIC_INFERENCEMAX_VLLM_ASSUMED_VERSION
 from perfmodel.analysis.validation.serving_table import rows_from_dicts
 from perfmodel.core.efficiency import (BLACKWELL_DC_GPUS, BLACKWELL_FA2_ATTN_COMPUTE,
                                        default_efficiency)

@@ -105,7 +105,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from perfmodel.core.engines import vllm_prefill_attention
+from perfmodel.analysis.validation.serving_versions import vllm_prefill_kernels
 
 # AIConfigurator generator (rule_plugin/{vllm,trtllm}.rule): agg max_num_tokens =
 # max_batch_size + isl + 1500, and an aggregated worker's max_batch_size is 512 when the chosen
@@ -164,11 +164,6 @@ AIC_INFERENCEMAX_IMPORT_DATES = ("2025-10-29",)
 # "$OSL" == "1024" && ${TP} -lt 8 ]]`): TensorRT-LLM's batch waiting (SchedulerSpec.batch_wait_*).
 # The DeepSeek R1 TensorRT-LLM scripts (dsr1_fp4_b200_trt[_slurm].sh, dsr1_fp8_h200_trt[_slurm].sh)
 # set neither flag: their rows keep TensorRT-LLM's default (off).
-# The vLLM version of the image-less Llama-70B import (measured 2025-10-29, no backend_version):
-# assumed the last release on that date, 0.11.0 (0.11.1 followed in November); InferenceMAX's
-# B200 Llama-70B fp4 script pins flashinfer-python 0.3.0post1, of August 2025. It decides the
-# Blackwell prefill attention kernels (core/engines.py vllm_prefill_attention).
-AIC_INFERENCEMAX_VLLM_ASSUMED_VERSION = "0.11.0"
 INFERENCEMAX_LLAMA70B_TRTLLM_GRAPH_MAX_BATCH = 1024
 INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_ITERS = 20
 INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_RATIO = 0.9
@@ -348,30 +343,13 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
                version: str | None = None, tp: int | None = None) -> Recipe:
     """The recipe of a row from its `source` cell, engine preset id and prompt length (and,
     for the flags that depend on them, its concurrency, GPU id, mode, engine version and
-    tensor-parallel size), with the prompt attention kernels of an old vLLM (_vllm_prefill)."""
+    tensor-parallel size), with the prompt attention kernels of an old vLLM (serving_versions.py)."""
     recipe = _recipe(source, engine, prompt, concurrency=concurrency, gpu=gpu, disagg=disagg,
                      output=output, version=version, tp=tp)
-    kernels, note = _vllm_prefill(source, engine, version)
+    kernels, note = vllm_prefill_kernels(engine, version, _llama70b_import(source))
     if kernels is None:
         return recipe
     return recipe.model_copy(update=dict(prefill_attention=kernels, notes=recipe.notes + (note,)))
-
-
-def _vllm_prefill(source: str, engine: str, version: str | None) -> tuple[str | None, str]:
-    """('fa2', note) for a vLLM row of a release before its TRT-LLM prefill kernels (stated, or
-    assumed for the image-less Llama-70B import), else (None, '')."""
-    if engine != "vllm":
-        return None, ""
-    assumed = not (version or "").strip() and _llama70b_import(source)
-    if assumed:
-        version = AIC_INFERENCEMAX_VLLM_ASSUMED_VERSION
-    if vllm_prefill_attention(version) != "fa2":
-        return None, ""
-    how = (f"assumed {version} (no version in the row; measured 2025-10-29, the last release "
-           "then)" if assumed else f"{version}")
-    return "fa2", (f"engine: vLLM {how}: prompt steps run FlashAttention-2-class attention on "
-                   "datacenter Blackwell (TRT-LLM-gen prefill only from 0.11.1, vLLM PR #25998; "
-                   "core/engines.py)")
 
 
 def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, gpu: str | None,
