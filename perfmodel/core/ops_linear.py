@@ -17,7 +17,7 @@ Its kernels are small-tile Triton kernels with a sequential scan over chunks. Me
 H200 (calibrate/bench_gdn_prefill.py -> calibrate/data/gdn-prefill-h200-sxm-20261202.json;
 fla 0.6.0, torch 2.11; Qwen3.5's linear layers at tp 4 and 8, 1 x 1k ... 16 x 1k prompts):
 the conv + gating + chunk rule + gated norm of one layer take 87.7 us + 3.42 ns per token and
-local value head (relative least squares over 16 points, within +-15% but single 8k-16k prompts
+local value head (relative least squares over 16 points, within +-15% but single 4k-16k prompts
 at 8 heads, 0.71-0.84: the scan's latency). In this model's form, an efficiency on the
 half-precision peak of x / (x + x_half) * e_max over x = tokens x local value heads:
 e_max = 183k FLOP / (3.42 ns * 989.4 TFLOP/s) = 0.054, x_half = 87.7 us / 3.42 ns = 25,645.
