@@ -22,7 +22,9 @@ Families (first word of `source`):
   ..., 256) are not; eval's genai_perf_runner.py sends 10 x C. 10 x C is simulated.
   The generator sets the engine's token budget per step for an aggregated worker:
   vLLM `--max-num-batched-tokens` and TRT-LLM `max_num_tokens` = max_batch_size + ISL + 1500
-  (rule_plugin/vllm.rule, trtllm.rule; TRT-LLM rounds up to tokens_per_block 32). For an
+  (rule_plugin/vllm.rule, trtllm.rule; TRT-LLM rounds up to tokens_per_block 32), and its
+  TRT-LLM templates a KV pool of 80% of the free memory (free_gpu_memory_fraction default 0.80,
+  AIC_TRTLLM_KV_FREE_FRACTION). For an
   aggregated SGLang worker its rule asks for `--max-prefill-tokens` ISL + 1500 and mixed chunks
   (rule_plugin/sglang.rule `agg enable_mixed_chunk = true`, which backend_config_mapping.yaml
   names `enable-mixed-chunk`), but whether the flag reaches the command line depends on the
