@@ -129,9 +129,6 @@ def _with_recipe(sc, recipe: Recipe):
     out = with_scheduler(sc, max_num_batched_tokens=budget,
                          recv_interval_steps=recipe.recv_interval_steps,
                          chunked_prefill=recipe.chunked_prefill)
-    if recipe.prefill_attention is not None:
-        out = replace(out, engine=out.engine.model_copy(
-            update={"prefill_attention": recipe.prefill_attention}))
     upd = {k: v for k, v in (("mixed_prefill", recipe.mixed_prefill),
                              ("batch_wait_timeout_iters", recipe.batch_wait_timeout_iters),
                              ("batch_wait_max_tokens_ratio", recipe.batch_wait_max_tokens_ratio))
@@ -139,11 +136,15 @@ def _with_recipe(sc, recipe: Recipe):
     if upd:
         sched = out.engine.scheduler.model_copy(update=upd)
         out = replace(out, engine=out.engine.model_copy(update={"scheduler": sched}))
-    if recipe.decode_graph_max_batch is None:
-        return out
-    engine = out.engine.model_copy(update={"decode_graph_max_batch": recipe.decode_graph_max_batch,
-                                           "decode_graph_max_batch_by_gpu": ()})
-    return replace(out, engine=engine)
+    eng = {}
+    if recipe.kv_memory_fraction is not None:
+        eng["kv_memory_fraction"] = recipe.kv_memory_fraction
+    if recipe.prefill_attention is not None:   # an old vLLM's prompt kernels (serving_versions.py)
+        eng["prefill_attention"] = recipe.prefill_attention
+    if recipe.decode_graph_max_batch is not None:
+        eng.update(decode_graph_max_batch=recipe.decode_graph_max_batch,
+                   decode_graph_max_batch_by_gpu=())
+    return replace(out, engine=out.engine.model_copy(update=eng)) if eng else out
 
 
 DISAGG_SIM_MAX_CONCURRENCY = 16384
