@@ -27,7 +27,6 @@ from serving_rows import map_row, report, row  # noqa: F401 (report: a fixture)
 SERVING_CODE = sorted((ROOT / "perfmodel/analysis/validation").glob("serving_*.py"))
 
 
-
 # ------------------------------------------------------------------ mapping rules
 
 def test_dense_fp8_checkpoint_row_maps_by_hand():
