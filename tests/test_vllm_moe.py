@@ -3,9 +3,10 @@ TensorRT-LLM do (EngineProfile.eager_issue_overlap False; perfmodel/core/engines
 docs/vllm_moe.md).
 
 Golden numbers:
-- data/serving/aic_silicon_sample.csv, InferenceX rows minimaxm2_5_h200_vllm_fp8_agg_*_c4
-  (vLLM 0.18.0, MiniMax-M2.5 FP8, 8 x H200 tp8, concurrency 4): mean TTFT 106 ms at 1024 prompt
-  tokens, 198 ms at 8192 (lengths uniform in [0.8 L, L]: means 922 and 7373 tokens);
+- data/serving/aic_silicon_sample.csv, InferenceX rows
+  minimaxm2_5_h200_vllm_fp8_agg_{1024,8192}x1024_c4_cfg637 (vLLM 0.18.0, MiniMax-M2.5 FP8,
+  8 x H200 tp8, concurrency 4): mean TTFT 106 ms at 1024 prompt tokens, 198 ms at 8192
+  (lengths uniform in [0.8 L, L]: means 922 and 7373 tokens);
 - vLLM's capture limit: max_cudagraph_capture_size = min(2 x max_num_seqs, 512) tokens
   (vllm/config/vllm.py _set_cudagraph_sizes); a 922-token prompt step runs without graphs."""
 
