@@ -22,7 +22,9 @@ Families (first word of `source`):
   ..., 256) are not; eval's genai_perf_runner.py sends 10 x C. 10 x C is simulated.
   The generator sets the engine's token budget per step for an aggregated worker:
   vLLM `--max-num-batched-tokens` and TRT-LLM `max_num_tokens` = max_batch_size + ISL + 1500
-  (rule_plugin/vllm.rule, trtllm.rule; TRT-LLM rounds up to tokens_per_block 32). For an
+  (rule_plugin/vllm.rule, trtllm.rule; TRT-LLM rounds up to tokens_per_block 32), and its
+  TRT-LLM templates a KV pool of 80% of the free memory (free_gpu_memory_fraction default 0.80,
+  AIC_TRTLLM_KV_FREE_FRACTION). For an
   aggregated SGLang worker its rule asks for `--max-prefill-tokens` ISL + 1500 and mixed chunks
   (rule_plugin/sglang.rule `agg enable_mixed_chunk = true`, which backend_config_mapping.yaml
   names `enable-mixed-chunk`), but whether the flag reaches the command line depends on the
@@ -83,6 +85,12 @@ MiniMax-M2.5 fp8 on 4 x B200, vLLM 1024/1024 at C=64, measured 2026-04-03 on vLL
 same TTFT and TPOT under both sources); no "aic" row without image= has such a twin; and the
 image= rows run only InferenceX's length grid (1k/1k, 8k/1k, 1k/8k), while AIConfigurator's
 own sweeps run many others.
+A third kind of copy names neither image nor date: "aic" rows whose TTFT and TPOT equal, to the
+0.01 ms they are printed with, those of an InferenceMAX row (image= or db-dump/) of the same
+model, GPU, lengths and concurrency (inferencemax_twins). Evidence in the shipped file
+(tests/test_serving_recipe.py counts it and shows one pair): all 76 such Qwen3.5-397B rows and
+32 Kimi-K2.5 rows have one, and no row of AIConfigurator's own sweeps (Qwen3-32B, Qwen3-235B,
+Llama-3.1-8B/70B) does; two equal pairs of values to 0.01 ms by chance are not credible.
 A second import names no image: the 441 Llama-3.1-70B rows "aic ... measured 2025-10-29"
 (AIC_INFERENCEMAX_IMPORT_DATES; vLLM and TRT-LLM, no engine version) are InferenceMAX v1's
 Llama-70B sweep (nvidia/Llama-3.3-70B-Instruct-FP8/FP4, the 3.1-70B architecture). Evidence:
@@ -138,6 +146,11 @@ AIC_TRTLLM_GRAPH_MAX_BATCH = 512
 # as TensorRT-LLM's own default (llm_args.py `enable_chunked_prefill: bool = Field(default=False)`):
 # every prompt runs whole, which the budget max_batch_size + ISL + 1500 always allows.
 AIC_TRTLLM_CHUNKED_PREFILL = False
+# The same templates write `kv_cache_config: free_gpu_memory_fraction: {{ ... | default(0.80) }}`
+# (extra_engine_args.<version>.yaml.j2, and the first generator's templates/trtllm/
+# extra_engine_args.yaml.j2) and no rule sets it (rule_plugin/trtllm.rule): the KV pool takes
+# 80% of the memory left free, against TensorRT-LLM's own 0.9 (the trtllm preset).
+AIC_TRTLLM_KV_FREE_FRACTION = 0.80
 INFERENCEMAX_TRTLLM_GRAPH_MAX_BATCH = {"b200": 512, "b300": 512, "h200-sxm": 128}
 # InferenceX's disaggregated SGLang recipes (benchmarks/dsr1_fp4_gb200_dynamo-sglang_slurm.sh)
 # launch the workers with ai-dynamo/dynamo's SGLang slurm_jobs worker scripts; the GB200 FP4
@@ -202,6 +215,9 @@ class Recipe(BaseModel):
     batch_wait_max_tokens_ratio: float | None = Field(
         default=None, ge=0, le=1, description="TensorRT-LLM batch_wait_max_tokens_ratio the "
         "deployment set (None: the engine preset's default, 0).")
+    kv_memory_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="Share of the memory left free that the KV pool "
+        "takes (TensorRT-LLM kv_cache_config free_gpu_memory_fraction; None: the preset's).")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
@@ -209,7 +225,7 @@ class Recipe(BaseModel):
         return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps,
                 self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens,
                 self.chunked_prefill, self.batch_wait_timeout_iters,
-                self.batch_wait_max_tokens_ratio)
+                self.batch_wait_max_tokens_ratio, self.kv_memory_fraction)
 
 
 def _measured(source: str) -> str | None:
@@ -230,6 +246,26 @@ def copied_from_inferencemax(source: str) -> bool:
     into AIConfigurator's file (module docstring, "Provenance")."""
     s = source.strip().lower()
     return (s.split(" ", 1)[0] == "aic" and AIC_COPIED_IMAGE_TAG in s) or _llama70b_import(s)
+
+
+def _twin_key(r) -> tuple:
+    """What a copy shares with its original (module docstring, Provenance): model, GPU, lengths,
+    concurrency, and TTFT and TPOT to the 0.01 ms of the rounded copies."""
+    cells = tuple(r.get(c).strip().lower() for c in ("model_path", "system", "isl", "osl",
+                                                      "batch_size"))
+    try:
+        values = tuple(f"{float(r.get(c)):.2f}" for c in ("silicon_ttft_ms", "silicon_tpot_ms"))
+    except ValueError:
+        return cells + ("", "")
+    return cells + values
+
+
+def inferencemax_twins(rows) -> set[int]:
+    """Indices of the "aic" rows without image= that repeat an InferenceMAX row's measurement
+    (module docstring, Provenance): rows are ServingMeasurement-like (`.get(column)`)."""
+    imax = {_twin_key(r) for r in rows if family(r.get("source")) == "inferencemax"}
+    return {i for i, r in enumerate(rows)
+            if family(r.get("source")) == "aic" and _twin_key(r) in imax}
 
 
 def family(source: str) -> Family:
@@ -280,11 +316,15 @@ def _aic(engine: str, prompt: int, version: str | None = None, disagg: bool = Fa
         notes = (base, note) + ((f"engine: CUDA graphs for decode batches up to {graphs} "
                                  "(trtllm.rule cuda_graph_batch_sizes)",) if graphs else ())
         chunked = AIC_TRTLLM_CHUNKED_PREFILL if engine == "trtllm" else None
+        kv = AIC_TRTLLM_KV_FREE_FRACTION if engine == "trtllm" else None
         if chunked is False:
             notes += ("engine: no chunked prefill (AIConfigurator's TRT-LLM template default, "
                       "enable_chunked_prefill false)",)
+        if kv is not None:
+            notes += (f"engine: KV pool {kv:.0%} of the free memory (AIConfigurator's TRT-LLM "
+                      "template default, kv_cache_config free_gpu_memory_fraction)",)
         return Recipe(family="aic", max_num_batched_tokens=budget, chunked_prefill=chunked,
-                      decode_graph_max_batch=graphs, notes=notes)
+                      decode_graph_max_batch=graphs, kv_memory_fraction=kv, notes=notes)
     if engine == "sglang":
         mixed = _aic_sglang(prompt, version, disagg)
         if mixed is not None:
@@ -335,11 +375,16 @@ def _llama70b_batch_wait(prompt: int, output: int,
 
 def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None = None,
                gpu: str | None = None, disagg: bool = False, output: int | None = None,
-               version: str | None = None, tp: int | None = None) -> Recipe:
+               version: str | None = None, tp: int | None = None,
+               inferencemax_twin: bool = False) -> Recipe:
     """The recipe of a row from its `source` cell, engine preset id and prompt length (and,
     for the flags that depend on them, its concurrency, GPU id, mode, engine version and
-    tensor-parallel size)."""
+    tensor-parallel size). `inferencemax_twin`: the row repeats an InferenceMAX row's
+    measurement (inferencemax_twins), so it gets that harness's recipe."""
     fam = family(source)
+    twin = inferencemax_twin and fam == "aic"
+    if twin:
+        fam = "inferencemax"
     if fam == "aic":
         return _aic(engine, prompt, version, disagg)
     if fam == "inferencemax":
@@ -347,7 +392,11 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
         notes = [f"harness: InferenceMAX benchmark_serving.py closed loop, lengths uniform in "
                  f"[{r:g} x L, L] (--random-range-ratio {r:g}), 2 x C warm-up drained; engine "
                  "flags not in the file: preset defaults"]
-        if copied_from_inferencemax(source):
+        if twin:
+            notes.insert(0, "provenance: an InferenceMAX measurement copied into "
+                            "AIConfigurator's file (its TTFT and TPOT repeat an InferenceMAX "
+                            "row's to 0.01 ms; serving_recipe docstring, Provenance)")
+        elif copied_from_inferencemax(source):
             why = ("its source names the container image=; such rows repeat db-dump rows' "
                    "values, date and image" if AIC_COPIED_IMAGE_TAG in source.lower() else
                    "measured on the date of InferenceMAX's Llama-70B sweep imported without "
