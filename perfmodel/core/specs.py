@@ -269,7 +269,7 @@ class EngineProfile(Spec):
     eager_issue_overlap: bool = Field(
         default=True, description="The GPU runs an eagerly issued prompt step's kernels while "
         "the CPU issues the later ones, so the step costs max(GPU, issue); False: the two run "
-        "in series, GPU + issue (SGLang and TensorRT-LLM, engines.py). Eager decode steps keep "
+        "in series, GPU + issue (SGLang, TensorRT-LLM and vLLM, engines.py). Eager decode steps keep "
         "the max.")
     cpu_overhead_per_step_s: float = Field(
         ge=0, description="Scheduler/sampling/Python time per decode step not hidden behind the GPU.")
