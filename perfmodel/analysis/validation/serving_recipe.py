@@ -105,6 +105,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_trtllm_flags
+
 # AIConfigurator generator (rule_plugin/{vllm,trtllm}.rule): agg max_num_tokens =
 # max_batch_size + isl + 1500, and an aggregated worker's max_batch_size is 512 when the chosen
 # configuration's batch is below 512 (`agg_decode max_batch_size = 512 if < 512 else 2x`).
@@ -202,6 +204,9 @@ class Recipe(BaseModel):
     batch_wait_max_tokens_ratio: float | None = Field(
         default=None, ge=0, le=1, description="TensorRT-LLM batch_wait_max_tokens_ratio the "
         "deployment set (None: the engine preset's default, 0).")
+    adp_balance_timeout_iters: int | None = Field(
+        default=None, ge=0, description="TensorRT-LLM attention_dp_config timeout_iters with "
+        "enable_balance (None: the engine preset's default, off).")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
@@ -209,7 +214,7 @@ class Recipe(BaseModel):
         return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps,
                 self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens,
                 self.chunked_prefill, self.batch_wait_timeout_iters,
-                self.batch_wait_max_tokens_ratio)
+                self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters)
 
 
 def _measured(source: str) -> str | None:
@@ -335,10 +340,11 @@ def _llama70b_batch_wait(prompt: int, output: int,
 
 def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None = None,
                gpu: str | None = None, disagg: bool = False, output: int | None = None,
-               version: str | None = None, tp: int | None = None) -> Recipe:
+               version: str | None = None, tp: int | None = None, dp: int | None = None,
+               model: str | None = None, weights: str | None = None) -> Recipe:
     """The recipe of a row from its `source` cell, engine preset id and prompt length (and,
-    for the flags that depend on them, its concurrency, GPU id, mode, engine version and
-    tensor-parallel size)."""
+    for the flags that depend on them, its concurrency, GPU id, mode, engine version,
+    tensor- and attention-data-parallel sizes, catalog model id and experts' weight format)."""
     fam = family(source)
     if fam == "aic":
         return _aic(engine, prompt, version, disagg)
@@ -365,6 +371,15 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
             wait_iters, wait_ratio, note = _llama70b_batch_wait(prompt, output, tp)
             if note:
                 notes.append(note)
+        adp = None
+        dsr1 = None if disagg else dsr1_trtllm_flags(model, engine, prompt, concurrency, dp,
+                                                     gpu=gpu, weights=weights, output=output)
+        if dsr1 is not None:
+            budget, chunked = dsr1["max_num_batched_tokens"], dsr1["chunked_prefill"]
+            adp = dsr1.get("adp_balance_timeout_iters")
+            wait_iters = dsr1.get("batch_wait_timeout_iters", wait_iters)
+            wait_ratio = dsr1.get("batch_wait_max_tokens_ratio", wait_ratio)
+            notes.append(dsr1["note"])
         if graphs is not None:
             notes.append(f"engine: CUDA graphs for decode batches up to {graphs} (InferenceX "
                          f"{engine} script for {gpu})")
@@ -378,5 +393,6 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
         return Recipe(family="inferencemax", range_ratio=r, recv_interval_steps=recv,
                       decode_graph_max_batch=graphs, max_num_batched_tokens=budget,
                       chunked_prefill=chunked, batch_wait_timeout_iters=wait_iters,
-                      batch_wait_max_tokens_ratio=wait_ratio, notes=tuple(notes))
+                      batch_wait_max_tokens_ratio=wait_ratio, adp_balance_timeout_iters=adp,
+                      notes=tuple(notes))
     return Recipe(notes=("harness not stated: closed loop, fixed lengths, engine defaults",))
