@@ -136,3 +136,15 @@ def test_other_models_and_engines_keep_the_presets():
     s = recipe_for(IMAX, "sglang", 1024, concurrency=64, gpu="b200", output=1024, dp=8,
                    model="deepseek-v3", weights="fp8")
     assert (s.max_num_batched_tokens, s.adp_balance_timeout_iters) == (None, None)
+
+
+def test_dsr1_sglang_h200_prefill_budget():
+    """dsr1_fp8_h200.sh: --chunked-prefill-size 32768 --max-prefill-tokens 32768 (SGLang's own
+    default on a 141 GB GPU is an 8192-token chunk); the B200 scripts' 16384 is the default."""
+    h = recipe_for(IMAX, "sglang", 1024, concurrency=4, gpu="h200-sxm", output=1024,
+                   model="deepseek-v3", weights="fp8")
+    assert h.max_num_batched_tokens == 32768 and h.chunked_prefill is None
+    for kw in (dict(gpu="b200"), dict(model="qwen3.5-397b-a17b")):
+        r = recipe_for(IMAX, "sglang", 1024, **{**dict(concurrency=4, gpu="h200-sxm",
+                       output=1024, model="deepseek-v3", weights="fp8"), **kw})
+        assert r.max_num_batched_tokens is None

@@ -105,7 +105,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_trtllm_flags
+from perfmodel.analysis.validation.serving_recipe_dsr1 import (dsr1_sglang_flags,
+                                                                dsr1_trtllm_flags)
 
 # AIConfigurator generator (rule_plugin/{vllm,trtllm}.rule): agg max_num_tokens =
 # max_batch_size + isl + 1500, and an aggregated worker's max_batch_size is 512 when the chosen
@@ -374,8 +375,9 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
         adp = None
         dsr1 = None if disagg else dsr1_trtllm_flags(model, engine, prompt, concurrency, dp,
                                                      gpu=gpu, weights=weights, output=output)
+        dsr1 = dsr1 or (None if disagg else dsr1_sglang_flags(model, engine, gpu))
         if dsr1 is not None:
-            budget, chunked = dsr1["max_num_batched_tokens"], dsr1["chunked_prefill"]
+            budget, chunked = dsr1["max_num_batched_tokens"], dsr1.get("chunked_prefill")
             adp = dsr1.get("adp_balance_timeout_iters")
             wait_iters = dsr1.get("batch_wait_timeout_iters", wait_iters)
             wait_ratio = dsr1.get("batch_wait_max_tokens_ratio", wait_ratio)

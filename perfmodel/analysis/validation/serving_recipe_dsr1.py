@@ -17,6 +17,11 @@ CONC 64 (DELAY_BATCHING; TensorRT-LLM skips batch waiting under attention DP, Py
 `if not self.enable_attention_dp and self.enable_batch_waiting`). Not encoded: the MoE backend
 choice (CUTLASS on H200, TRTLLM/DEEPGEMM/CUTLASS on B200) and the fp8 B200 script's piecewise
 CUDA graphs for prompt steps (docs/deepseek_serving.md).
+
+The H200 SGLang recipe (benchmarks/dsr1_fp8_h200.sh) launches with `--chunked-prefill-size 32768
+--max-prefill-tokens 32768` (SGLang's defaults on a 141 GB GPU: chunk 8192, max prefill 16384,
+server_args.py): a prefill batch of up to 32768 new tokens. The Blackwell SGLang recipes
+(dsr1_fp4_b200.sh, dsr1_fp8_b200.sh) pass `--chunked-prefill-size 16384`, the default there.
 """
 
 from __future__ import annotations
@@ -65,3 +70,18 @@ def dsr1_trtllm_flags(model: str | None, engine: str, prompt: int, concurrency: 
                  "(dsr1_fp8_b200_trt.sh at 1k/1k from C=64)")
     out["note"] = note
     return out
+
+
+INFERENCEX_DSR1_SGLANG_H200_CHUNK = 32768   # --chunked-prefill-size = --max-prefill-tokens
+
+
+def dsr1_sglang_flags(model: str | None, engine: str, gpu: str | None) -> dict | None:
+    """The prefill budget of InferenceX's H200 DeepSeek-R1 SGLang recipe, with a note; None
+    for any other row."""
+    if (engine != "sglang" or gpu != "h200-sxm" or model is None
+            or not model.lower().startswith(DSR1_MODEL_PREFIX)):
+        return None
+    c = INFERENCEX_DSR1_SGLANG_H200_CHUNK
+    return dict(max_num_batched_tokens=c,
+                note=f"engine: SGLang --chunked-prefill-size {c} --max-prefill-tokens {c} "
+                     "(InferenceX dsr1_fp8_h200.sh)")
