@@ -1,6 +1,6 @@
-"""Engine flags of InferenceX's DeepSeek-R1 TensorRT-LLM scripts (serving_recipe.recipe_for).
+"""Engine flags of InferenceX's DeepSeek R1 TensorRT-LLM scripts (serving_recipe.recipe_for).
 
-The three aggregated DeepSeek-R1 TensorRT-LLM recipes (SemiAnalysisAI/InferenceX
+The three aggregated DeepSeek R1 TensorRT-LLM recipes (SemiAnalysisAI/InferenceX
 benchmarks/dsr1_fp8_h200_trt.sh, dsr1_fp4_b200_trt.sh, dsr1_fp8_b200_trt.sh) launch
 `trtllm-serve --max_num_tokens=$MAX_NUM_TOKENS` with
     MAX_NUM_TOKENS = max(8192, ((CONC + ISL + 64 + 63) / 64) * 64)
@@ -32,7 +32,7 @@ INFERENCEX_DSR1_MIN_TOKENS = 8192       # MAX_NUM_TOKENS floor (the scripts' `> 
 INFERENCEX_DSR1_TOKEN_MARGIN = 64       # CONC + ISL + 64
 INFERENCEX_DSR1_TOKEN_ROUND = 64        # rounded up to a multiple of 64
 INFERENCEX_DSR1_ADP_TIMEOUT_ITERS = 60  # attention_dp_config timeout_iters (enable_balance)
-DSR1_MODEL_PREFIX = "deepseek"          # catalog ids the dsr1_* scripts serve (DeepSeek-R1 = V3 arch)
+DSR1_MODEL_PREFIX = "deepseek"          # catalog ids the dsr1_* scripts serve (DeepSeek R1 = V3 arch)
 # dsr1_fp8_b200_trt.sh DELAY_BATCHING: fp8 weights on B200, 1k/1k, CONC >= 64
 INFERENCEX_DSR1_FP8_B200_WAIT_ITERS = 40
 INFERENCEX_DSR1_FP8_B200_WAIT_RATIO = 0.8
@@ -43,7 +43,7 @@ INFERENCEX_DSR1_FP8_B200_WAIT_FROM_CONC = 64
 def dsr1_trtllm_flags(model: str | None, engine: str, prompt: int, concurrency: int | None,
                       dp: int | None, *, gpu: str | None = None, weights: str | None = None,
                       output: int | None = None) -> dict | None:
-    """Recipe fields of an InferenceX DeepSeek-R1 TensorRT-LLM row, with a note; None for any
+    """Recipe fields of an InferenceX DeepSeek R1 TensorRT-LLM row, with a note; None for any
     other row (another model or engine, or no concurrency). `weights` is the experts' format
     name (fp8, fp4)."""
     if (engine != "trtllm" or concurrency is None or model is None
@@ -76,7 +76,7 @@ INFERENCEX_DSR1_SGLANG_H200_CHUNK = 32768   # --chunked-prefill-size = --max-pre
 
 
 def dsr1_sglang_flags(model: str | None, engine: str, gpu: str | None) -> dict | None:
-    """The prefill budget of InferenceX's H200 DeepSeek-R1 SGLang recipe, with a note; None
+    """The prefill budget of InferenceX's H200 DeepSeek R1 SGLang recipe, with a note; None
     for any other row."""
     if (engine != "sglang" or gpu != "h200-sxm" or model is None
             or not model.lower().startswith(DSR1_MODEL_PREFIX)):
