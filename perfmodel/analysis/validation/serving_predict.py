@@ -137,11 +137,13 @@ def _with_recipe(sc, recipe: Recipe):
     if upd:
         sched = out.engine.scheduler.model_copy(update=upd)
         out = replace(out, engine=out.engine.model_copy(update={"scheduler": sched}))
-    if recipe.decode_graph_max_batch is None:
-        return out
-    engine = out.engine.model_copy(update={"decode_graph_max_batch": recipe.decode_graph_max_batch,
-                                           "decode_graph_max_batch_by_gpu": ()})
-    return replace(out, engine=engine)
+    eng = {}
+    if recipe.kv_memory_fraction is not None:
+        eng["kv_memory_fraction"] = recipe.kv_memory_fraction
+    if recipe.decode_graph_max_batch is not None:
+        eng.update(decode_graph_max_batch=recipe.decode_graph_max_batch,
+                   decode_graph_max_batch_by_gpu=())
+    return replace(out, engine=out.engine.model_copy(update=eng)) if eng else out
 
 
 DISAGG_SIM_MAX_CONCURRENCY = 16384

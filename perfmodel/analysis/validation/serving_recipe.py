@@ -22,7 +22,9 @@ Families (first word of `source`):
   ..., 256) are not; eval's genai_perf_runner.py sends 10 x C. 10 x C is simulated.
   The generator sets the engine's token budget per step for an aggregated worker:
   vLLM `--max-num-batched-tokens` and TRT-LLM `max_num_tokens` = max_batch_size + ISL + 1500
-  (rule_plugin/vllm.rule, trtllm.rule; TRT-LLM rounds up to tokens_per_block 32). For an
+  (rule_plugin/vllm.rule, trtllm.rule; TRT-LLM rounds up to tokens_per_block 32), and its
+  TRT-LLM templates a KV pool of 80% of the free memory (free_gpu_memory_fraction default 0.80,
+  AIC_TRTLLM_KV_FREE_FRACTION). For an
   aggregated SGLang worker its rule asks for `--max-prefill-tokens` ISL + 1500 and mixed chunks
   (rule_plugin/sglang.rule `agg enable_mixed_chunk = true`, which backend_config_mapping.yaml
   names `enable-mixed-chunk`), but whether the flag reaches the command line depends on the
@@ -105,8 +107,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from perfmodel.analysis.validation.serving_recipe_dsr1 import (dsr1_sglang_flags,
-                                                                dsr1_trtllm_flags)
+from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_recipe
 
 # AIConfigurator generator (rule_plugin/{vllm,trtllm}.rule): agg max_num_tokens =
 # max_batch_size + isl + 1500, and an aggregated worker's max_batch_size is 512 when the chosen
@@ -141,6 +142,11 @@ AIC_TRTLLM_GRAPH_MAX_BATCH = 512
 # as TensorRT-LLM's own default (llm_args.py `enable_chunked_prefill: bool = Field(default=False)`):
 # every prompt runs whole, which the budget max_batch_size + ISL + 1500 always allows.
 AIC_TRTLLM_CHUNKED_PREFILL = False
+# The same templates write `kv_cache_config: free_gpu_memory_fraction: {{ ... | default(0.80) }}`
+# (extra_engine_args.<version>.yaml.j2, and the first generator's templates/trtllm/
+# extra_engine_args.yaml.j2) and no rule sets it (rule_plugin/trtllm.rule): the KV pool takes
+# 80% of the memory left free, against TensorRT-LLM's own 0.9 (the trtllm preset).
+AIC_TRTLLM_KV_FREE_FRACTION = 0.80
 INFERENCEMAX_TRTLLM_GRAPH_MAX_BATCH = {"b200": 512, "b300": 512, "h200-sxm": 128}
 # InferenceX's disaggregated SGLang recipes (benchmarks/dsr1_fp4_gb200_dynamo-sglang_slurm.sh)
 # launch the workers with ai-dynamo/dynamo's SGLang slurm_jobs worker scripts; the GB200 FP4
@@ -208,6 +214,9 @@ class Recipe(BaseModel):
     adp_balance_timeout_iters: int | None = Field(
         default=None, ge=0, description="TensorRT-LLM attention_dp_config timeout_iters with "
         "enable_balance (None: the engine preset's default, off).")
+    kv_memory_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="Share of the memory left free that the KV pool "
+        "takes (TensorRT-LLM kv_cache_config free_gpu_memory_fraction; None: the preset's).")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
@@ -215,7 +224,8 @@ class Recipe(BaseModel):
         return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps,
                 self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens,
                 self.chunked_prefill, self.batch_wait_timeout_iters,
-                self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters)
+                self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters,
+                self.kv_memory_fraction)
 
 
 def _measured(source: str) -> str | None:
@@ -286,11 +296,15 @@ def _aic(engine: str, prompt: int, version: str | None = None, disagg: bool = Fa
         notes = (base, note) + ((f"engine: CUDA graphs for decode batches up to {graphs} "
                                  "(trtllm.rule cuda_graph_batch_sizes)",) if graphs else ())
         chunked = AIC_TRTLLM_CHUNKED_PREFILL if engine == "trtllm" else None
+        kv = AIC_TRTLLM_KV_FREE_FRACTION if engine == "trtllm" else None
         if chunked is False:
             notes += ("engine: no chunked prefill (AIConfigurator's TRT-LLM template default, "
                       "enable_chunked_prefill false)",)
+        if kv is not None:
+            notes += (f"engine: KV pool {kv:.0%} of the free memory (AIConfigurator's TRT-LLM "
+                      "template default, kv_cache_config free_gpu_memory_fraction)",)
         return Recipe(family="aic", max_num_batched_tokens=budget, chunked_prefill=chunked,
-                      decode_graph_max_batch=graphs, notes=notes)
+                      decode_graph_max_batch=graphs, kv_memory_fraction=kv, notes=notes)
     if engine == "sglang":
         mixed = _aic_sglang(prompt, version, disagg)
         if mixed is not None:
@@ -372,16 +386,14 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
             wait_iters, wait_ratio, note = _llama70b_batch_wait(prompt, output, tp)
             if note:
                 notes.append(note)
-        adp = None
-        dsr1 = None if disagg else dsr1_trtllm_flags(model, engine, prompt, concurrency, dp,
-                                                     gpu=gpu, weights=weights, output=output)
-        dsr1 = dsr1 or (None if disagg else dsr1_sglang_flags(model, engine, gpu))
+        fields = dict(recv_interval_steps=recv, decode_graph_max_batch=graphs,
+                      max_num_batched_tokens=budget, chunked_prefill=chunked,
+                      batch_wait_timeout_iters=wait_iters, batch_wait_max_tokens_ratio=wait_ratio)
+        dsr1 = None if disagg else dsr1_recipe(model, engine, prompt, concurrency, dp,
+                                               gpu=gpu, weights=weights, output=output)
         if dsr1 is not None:
-            budget, chunked = dsr1["max_num_batched_tokens"], dsr1.get("chunked_prefill")
-            adp = dsr1.get("adp_balance_timeout_iters")
-            wait_iters = dsr1.get("batch_wait_timeout_iters", wait_iters)
-            wait_ratio = dsr1.get("batch_wait_max_tokens_ratio", wait_ratio)
-            notes.append(dsr1["note"])
+            fields.update(dsr1[0])
+            notes.append(dsr1[1])
         if graphs is not None:
             notes.append(f"engine: CUDA graphs for decode batches up to {graphs} (InferenceX "
                          f"{engine} script for {gpu})")
@@ -392,9 +404,5 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
         elif recv is not None:
             notes.append(f"engine: SGLang --scheduler-recv-interval {recv} (InferenceMAX "
                          f"Blackwell SGLang scripts: 10 below C=16, 30 from it)")
-        return Recipe(family="inferencemax", range_ratio=r, recv_interval_steps=recv,
-                      decode_graph_max_batch=graphs, max_num_batched_tokens=budget,
-                      chunked_prefill=chunked, batch_wait_timeout_iters=wait_iters,
-                      batch_wait_max_tokens_ratio=wait_ratio, adp_balance_timeout_iters=adp,
-                      notes=tuple(notes))
+        return Recipe(family="inferencemax", range_ratio=r, notes=tuple(notes), **fields)
     return Recipe(notes=("harness not stated: closed loop, fixed lengths, engine defaults",))

@@ -85,3 +85,15 @@ def dsr1_sglang_flags(model: str | None, engine: str, gpu: str | None) -> dict |
     return dict(max_num_batched_tokens=c,
                 note=f"engine: SGLang --chunked-prefill-size {c} --max-prefill-tokens {c} "
                      "(InferenceX dsr1_fp8_h200.sh)")
+
+
+def dsr1_recipe(model: str | None, engine: str, prompt: int, concurrency: int | None,
+                dp: int | None, *, gpu: str | None = None, weights: str | None = None,
+                output: int | None = None) -> tuple[dict, str] | None:
+    """(Recipe field overrides, note) of an InferenceX DeepSeek R1 aggregated row, or None."""
+    flags = (dsr1_trtllm_flags(model, engine, prompt, concurrency, dp, gpu=gpu, weights=weights,
+                               output=output) or dsr1_sglang_flags(model, engine, gpu))
+    if flags is None:
+        return None
+    note = flags.pop("note")
+    return flags, note
