@@ -15,10 +15,11 @@ from perfmodel.core.specs import Deployment, EngineProfile, HardwareSpec, ModelS
 
 
 def _step_issue_s(engine: EngineProfile, hw: HardwareSpec, dep: Deployment, kernels, B, T,
-                  prefill):
+                  prefill, prompt_extra_s: float = 0.0):
     """(issue_s, eager mask) of a step_time call: `prefill` (a bool, or a mask over the
     queries) marks the steps that carry prompt tokens (B x T rows); the others are decode
-    steps of B/dp rows."""
+    steps of B/dp rows. `prompt_extra_s`: host time an eager prompt step spends beyond its
+    kernels x eager_launch_s (core/ops_linear.prefill_issue_s)."""
     rows = np.asarray(B, dtype=float) * np.asarray(T, dtype=float)
     graphs = engine.graph_max_batch(hw.memory_bytes, dep.tp)
     dec_rows = np.asarray(B, dtype=float) / dep.dp
@@ -26,10 +27,10 @@ def _step_issue_s(engine: EngineProfile, hw: HardwareSpec, dep: Deployment, kern
     dec_eager = eager_step(engine, decode_rows=dec_rows, graph_max_batch=graphs)
     if isinstance(prefill, (bool, np.bool_)):
         if prefill:
-            return issue_s(engine, kernels, rows), eager_step(engine, rows)
+            return issue_s(engine, kernels, rows, eager_extra_s=prompt_extra_s), eager_step(engine, rows)
         return decode, dec_eager
     mask = np.asarray(prefill, dtype=bool)
-    return (np.where(mask, issue_s(engine, kernels, rows), decode),
+    return (np.where(mask, issue_s(engine, kernels, rows, eager_extra_s=prompt_extra_s), decode),
             np.where(mask, eager_step(engine, rows), dec_eager))
 
 
@@ -52,17 +53,19 @@ def eager_step(engine: EngineProfile, prompt_rows=None, *, decode_rows=None,
 
 
 def issue_s(engine: EngineProfile, kernels, prompt_rows=None, *, decode_rows=None,
-            graph_max_batch: int | None = None):
+            graph_max_batch: int | None = None, eager_extra_s: float = 0.0):
     """CPU time to issue one step's kernels: kernels x launch_s plus one graph replay. A graph
-    engine runs a step eagerly, kernels x eager_launch_s, when it carries `prompt_rows` token
-    rows above its prefill_graph_max_tokens, or when it is a decode step of `decode_rows`
-    sequences per rank above its largest captured batch (`graph_max_batch`, None: all)."""
+    engine runs a step eagerly, kernels x eager_launch_s (+ `eager_extra_s`, the host time of
+    launches the kernel count does not price: core/ops_linear.prefill_issue_s), when it
+    carries `prompt_rows` token rows above its prefill_graph_max_tokens, or when it is a
+    decode step of `decode_rows` sequences per rank above its largest captured batch
+    (`graph_max_batch`, None: all)."""
     graphed = kernels * engine.launch_s + engine.graph_launch_s
     eager = eager_step(engine, prompt_rows, decode_rows=decode_rows,
                        graph_max_batch=graph_max_batch)
     if eager is False:
         return graphed
-    out = np.where(eager, kernels * engine.eager_launch_s, graphed)
+    out = np.where(eager, kernels * engine.eager_launch_s + eager_extra_s, graphed)
     return float(out) if out.ndim == 0 else out
 
 

@@ -21,6 +21,8 @@ from perfmodel.core.op_types import FloatArray, Op, OpCost, OpKind, total  # noq
 from perfmodel.core.ops_ffn import expected_experts, ffn  # noqa: F401 (expected_experts re-exported)
 from perfmodel.core.ops_gemm import (  # noqa: F401 (constants and weight_bpe re-exported)
     ACT_BYTES, LOGIT_BYTES, SAMPLING_FLOPS_PER_LOGIT, linears, quantized, weight_bpe)
+from perfmodel.core.ops_linear import (  # noqa: F401 (LINEAR_ATTENTION_OP, state re-exported)
+    LINEAR_ATTENTION_OP, linear_attention, linear_state_bytes_per_layer)
 from perfmodel.core.params import attention_matrices
 from perfmodel.core.specs import ModelSpec, Precision
 
@@ -33,22 +35,6 @@ def kv_bytes_per_token_layer(m: ModelSpec, p: Precision) -> float:
     if m.mla is not None:
         return (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim + index) * p.kv.bytes_per_element
     return (2 * m.num_kv_heads * m.head_dim + index) * p.kv.bytes_per_element
-
-
-LINEAR_ATTENTION_OP = "linear_attention"   # its state is split by heads over TP, never replicated
-
-
-def linear_state_bytes_per_layer(m: ModelSpec, p: Precision) -> float:
-    """Constant per-sequence state of one linear-attention layer: Hv value heads x
-    (key_dim x value_dim) recurrent matrix, plus the conv window (kernel-1) x conv_dim,
-    in the KV format (vLLM keeps the state in the model dtype by default: an assumption)."""
-    la = m.linear_attention
-    if la is None:
-        return 0.0
-    conv_dim = 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads * la.value_head_dim
-    return ((la.num_value_heads * la.key_head_dim * la.value_head_dim   # recurrent state S
-             + (la.conv_kernel - 1) * conv_dim)                         # causal conv window
-            * p.kv.bytes_per_element)
 
 
 def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
@@ -144,7 +130,7 @@ def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
     groups = [(m.num_full_attention_layers, None), (windowed, m.sliding_window)]
     kv_tok = kv_bytes_per_token_layer(m, p)
     index_tok = 0.0
-    result = _linear_attention(m, p, B, T)
+    result = linear_attention(m, p, B, T)
     if m.sparse_attention is not None:
         result.append(_indexer(m, p, B, T, S, m.num_full_attention_layers))
         index_tok = m.sparse_attention.index_head_dim * p.kv.bytes_per_element
@@ -220,28 +206,6 @@ def _causal_pairs(T, S, window: int | None):
         return T * S + T * (T + 1) / 2
     n = np.clip(window - S, 0.0, T)          # new tokens that see fewer than W positions
     return n * S + n * (n + 1) / 2 + (T - n) * window
-
-
-def _linear_attention(m: ModelSpec, p: Precision, B, T) -> list[Op]:
-    """Gated DeltaNet core (Yang et al. 2024, arXiv:2412.06464), per layer and value head:
-    decay, S^T k, the rank-1 delta update and S^T q are ~3 matrix-vector products of the
-    key_dim x value_dim state, 6*dk*dv FLOPs per token; the state is read once and written
-    once per sequence per step (the chunked prefill kernel keeps chunk states on chip).
-    Four kernels per layer, as vLLM's and SGLang's Qwen3-Next GatedDeltaNet runs them: the
-    causal conv1d update, the gating (beta, decay), the delta-rule recurrence and the gated
-    RMSNorm of the output (HF Qwen3NextGatedDeltaNet.norm, RMSNormGated)."""
-    la = m.linear_attention
-    if la is None:
-        return []
-    n = la.num_layers
-    state = linear_state_bytes_per_layer(m, p)
-    flops = B * T * la.num_value_heads * 6.0 * la.key_head_dim * la.value_head_dim * n
-    width = 2 * la.num_key_heads * la.key_head_dim + 2 * la.num_value_heads * la.value_head_dim
-    return [Op(LINEAR_ATTENTION_OP, "attention",
-               OpCost(flops=flops, act_bytes=B * T * width * ACT_BYTES * n,
-                      kv_read_bytes=B * state * n * np.ones_like(T),
-                      kv_write_bytes=B * state * n * np.ones_like(T), kernels=4.0 * n),
-               rows=B * T)]
 
 
 INDEXER_KERNELS = 11.0

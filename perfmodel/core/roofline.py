@@ -35,6 +35,8 @@ from perfmodel.core.grouped_gemm import expert_depth_factor, grouped_gemm_effici
 from perfmodel.core.host_cost import (_kernel_scale, _step_issue_s, eager_step,  # noqa: F401
                                      host_step_s, issue_s)
 from perfmodel.core.ops import FloatArray, Op, OpCost, total
+from perfmodel.core.ops_linear import (LINEAR_ATTENTION_OP, linear_attention_efficiency,
+                                       prefill_issue_s)
 from perfmodel.core.parallel import comm_times, rank_ops
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
                              NumberFormat, Precision)
@@ -187,7 +189,9 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                 quant_bytes = act_quant_bytes(op.quant_elements, quant_out)
             at_peak = at_peak + c.flops / max(hw.peak_flops_per_s[op_dtype], vector_peak)
         elif op.kind == "attention":
-            compute = c.flops / (half_peak * eff.attn_compute)
+            e_attn = (eff.attn_compute if op.name != LINEAR_ATTENTION_OP else   # chunked GDN
+                      linear_attention_efficiency(m, dep, op.rows, T, eff.attn_compute))
+            compute = c.flops / (half_peak * e_attn)
             at_peak = at_peak + c.flops / half_peak
             memory = (c.kv_read_bytes + c.kv_write_bytes) / (bw * eff.attn_mem) + c.act_bytes / bw
         else:
@@ -220,7 +224,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         extra = engine.act_quant_kernels_per_layer * m.num_layers
         kernels = kernels + extra
         gpu = gpu + extra * eff.kernel_s
-    cpu, eager = _step_issue_s(engine, hw, dep, kernels, B, T, prefill)
+    cpu, eager = _step_issue_s(engine, hw, dep, kernels, B, T, prefill,
+                               prompt_extra_s=prefill_issue_s(m))
     # B running sequences; with attention DP each of the dp ranks schedules its B/dp
     # sequences in its own process (SGLang/TRT-LLM attention DP, vLLM DP engine cores)
     host = np.asarray(B, dtype=float) / dep.dp * engine.host_per_seq_s

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.core.ops_linear import prefill_issue_s
 from perfmodel.core.parallel import p2p_s
 from perfmodel.core.predict import Scenario
 from perfmodel.core.roofline import host_step_s, issue_s, step_time
@@ -73,6 +74,8 @@ class StepCost:
     engine: object              # EngineProfile: overlap rule of the host work (host_step_s)
     host_seq_s: float           # host work per running sequence (per dp rank's scheduler)
     hop: tuple                  # (pp - 1) hand-off: (seconds per row, fixed seconds)
+    prompt_issue_s: float = 0.0  # eager prompt steps' host time beyond the kernel count
+                                 # (core/ops_linear.prefill_issue_s)
 
     def body(self, M):
         return np.interp(M, self.rows, self.body_s)
@@ -108,8 +111,9 @@ class StepCost:
         gpu += self.hop[0] * M + self.hop[1]
         eager = (d + sum(chunks) > self.graphed_prompt_rows if chunks
                  else self.graphed_decode_rows is not None and d > self.graphed_decode_rows)
-        return host_step_s(self.engine, float(gpu), self.eager_cpu_s if eager else self.cpu_s,
-                           seqs * self.host_seq_s, eager=bool(eager and chunks))
+        cpu = (self.eager_cpu_s + (self.prompt_issue_s if chunks else 0.0)) if eager else self.cpu_s
+        return host_step_s(self.engine, float(gpu), cpu, seqs * self.host_seq_s,
+                           eager=bool(eager and chunks))
 
     def __post_init__(self):
         # python-list copies for the scalar path (bisect on lists beats numpy on scalars)
@@ -230,4 +234,5 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
         graphed_prompt_rows=float(sc.engine.prefill_graph_max_tokens),
         graphed_decode_rows=_graphed_decode_rows(sc),
         overhead_s=sc.engine.cpu_overhead_per_step_s, pp=sc.dep.pp, hop=hop, engine=sc.engine,
-        host_seq_s=sc.engine.host_per_seq_s / sc.dep.dp)
+        host_seq_s=sc.engine.host_per_seq_s / sc.dep.dp,
+        prompt_issue_s=prefill_issue_s(sc.model) if sc.engine.eager_launch_s else 0.0)

@@ -40,7 +40,7 @@ from perfmodel.core.specs import ModelSpec, Precision, parse_format
 from perfmodel.analysis.validation.names import engine_id, model_id
 from perfmodel.analysis.validation.serving_map_disagg import (ROLES, RoleView, concurrency,
                                                                expert_span, max_batch, workers)
-from perfmodel.analysis.validation.serving_recipe import Recipe, recipe_for
+from perfmodel.analysis.validation.serving_recipe import Recipe, inferencemax_twins, recipe_for
 from perfmodel.analysis.validation.serving_table import ServingMeasurement
 
 # quant mode cell -> (weights, activations): the formats parse_format reads
@@ -268,8 +268,9 @@ class Lookups:
 
 
 def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
-                    lookups: Lookups | None = None):
-    """One row -> ServingTarget or ServingUnmapped(reason)."""
+                    lookups: Lookups | None = None, inferencemax_twin: bool = False):
+    """One row -> ServingTarget or ServingUnmapped(reason). `inferencemax_twin`: the row
+    repeats an InferenceMAX measurement (serving_recipe.inferencemax_twins)."""
     look = lookups or Lookups()
 
     def no(reason: str) -> ServingUnmapped:
@@ -319,7 +320,8 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
     conc *= factor
     recipe = recipe_for(r.get("source"), engine, prompt, concurrency=conc, gpu=gpu,
                         disagg=mode == "disagg", output=output, version=r.get("backend_version"),
-                        tp=tp, dp=dp, model=spec.id, weights=bulk.name)
+                        tp=tp, inferencemax_twin=inferencemax_twin, dp=dp, model=spec.id,
+                        weights=bulk.name)
     return ServingTarget(
         measurement=r, model=spec.id, gpu=gpu, engine=engine, weights=weights,
         activations=acts, kv=kv, tp=tp, pp=pp, ep=ep, attention_dp=dp, moe=spec.is_moe,
@@ -358,9 +360,10 @@ def map_serving_rows(rows: list[ServingMeasurement], caps: Capabilities = Capabi
     mapped: list[ServingTarget] = []
     unmapped: list[ServingUnmapped] = []
     look = Lookups()
-    for r in rows:
+    twins = inferencemax_twins(rows)
+    for i, r in enumerate(rows):
         try:
-            t = map_serving_row(r, caps, look)
+            t = map_serving_row(r, caps, look, inferencemax_twin=i in twins)
         except PerfModelError as exc:   # a name rule reached a bad catalog or hardware entry
             t = ServingUnmapped(measurement=r, reason=str(exc))
         (mapped if isinstance(t, ServingTarget) else unmapped).append(t)

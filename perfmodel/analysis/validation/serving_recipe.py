@@ -85,6 +85,12 @@ MiniMax-M2.5 fp8 on 4 x B200, vLLM 1024/1024 at C=64, measured 2026-04-03 on vLL
 same TTFT and TPOT under both sources); no "aic" row without image= has such a twin; and the
 image= rows run only InferenceX's length grid (1k/1k, 8k/1k, 1k/8k), while AIConfigurator's
 own sweeps run many others.
+A third kind of copy names neither image nor date: "aic" rows whose TTFT and TPOT equal, to the
+0.01 ms they are printed with, those of an InferenceMAX row (image= or db-dump/) of the same
+model, GPU, lengths and concurrency (inferencemax_twins). Evidence in the shipped file
+(tests/test_serving_recipe.py counts it and shows one pair): all 76 such Qwen3.5-397B rows and
+32 Kimi-K2.5 rows have one, and no row of AIConfigurator's own sweeps (Qwen3-32B, Qwen3-235B,
+Llama-3.1-8B/70B) does; two equal pairs of values to 0.01 ms by chance are not credible.
 A second import names no image: the 441 Llama-3.1-70B rows "aic ... measured 2025-10-29"
 (AIC_INFERENCEMAX_IMPORT_DATES; vLLM and TRT-LLM, no engine version) are InferenceMAX v1's
 Llama-70B sweep (nvidia/Llama-3.3-70B-Instruct-FP8/FP4, the 3.1-70B architecture). Evidence:
@@ -248,6 +254,26 @@ def copied_from_inferencemax(source: str) -> bool:
     return (s.split(" ", 1)[0] == "aic" and AIC_COPIED_IMAGE_TAG in s) or _llama70b_import(s)
 
 
+def _twin_key(r) -> tuple:
+    """What a copy shares with its original (module docstring, Provenance): model, GPU, lengths,
+    concurrency, and TTFT and TPOT to the 0.01 ms of the rounded copies."""
+    cells = tuple(r.get(c).strip().lower() for c in ("model_path", "system", "isl", "osl",
+                                                      "batch_size"))
+    try:
+        values = tuple(f"{float(r.get(c)):.2f}" for c in ("silicon_ttft_ms", "silicon_tpot_ms"))
+    except ValueError:
+        return cells + ("", "")
+    return cells + values
+
+
+def inferencemax_twins(rows) -> set[int]:
+    """Indices of the "aic" rows without image= that repeat an InferenceMAX row's measurement
+    (module docstring, Provenance): rows are ServingMeasurement-like (`.get(column)`)."""
+    imax = {_twin_key(r) for r in rows if family(r.get("source")) == "inferencemax"}
+    return {i for i, r in enumerate(rows)
+            if family(r.get("source")) == "aic" and _twin_key(r) in imax}
+
+
 def family(source: str) -> Family:
     s = source.strip().lower()
     if copied_from_inferencemax(s):
@@ -355,12 +381,18 @@ def _llama70b_batch_wait(prompt: int, output: int,
 
 def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None = None,
                gpu: str | None = None, disagg: bool = False, output: int | None = None,
-               version: str | None = None, tp: int | None = None, dp: int | None = None,
-               model: str | None = None, weights: str | None = None) -> Recipe:
+               version: str | None = None, tp: int | None = None,
+               inferencemax_twin: bool = False, dp: int | None = None, model: str | None = None,
+               weights: str | None = None) -> Recipe:
     """The recipe of a row from its `source` cell, engine preset id and prompt length (and,
     for the flags that depend on them, its concurrency, GPU id, mode, engine version,
-    tensor- and attention-data-parallel sizes, catalog model id and experts' weight format)."""
+    tensor- and attention-data-parallel sizes, catalog model id and experts' weight format).
+    `inferencemax_twin`: the row repeats an InferenceMAX row's measurement
+    (inferencemax_twins), so it gets that harness's recipe."""
     fam = family(source)
+    twin = inferencemax_twin and fam == "aic"
+    if twin:
+        fam = "inferencemax"
     if fam == "aic":
         return _aic(engine, prompt, version, disagg)
     if fam == "inferencemax":
@@ -368,7 +400,11 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
         notes = [f"harness: InferenceMAX benchmark_serving.py closed loop, lengths uniform in "
                  f"[{r:g} x L, L] (--random-range-ratio {r:g}), 2 x C warm-up drained; engine "
                  "flags not in the file: preset defaults"]
-        if copied_from_inferencemax(source):
+        if twin:
+            notes.insert(0, "provenance: an InferenceMAX measurement copied into "
+                            "AIConfigurator's file (its TTFT and TPOT repeat an InferenceMAX "
+                            "row's to 0.01 ms; serving_recipe docstring, Provenance)")
+        elif copied_from_inferencemax(source):
             why = ("its source names the container image=; such rows repeat db-dump rows' "
                    "values, date and image" if AIC_COPIED_IMAGE_TAG in source.lower() else
                    "measured on the date of InferenceMAX's Llama-70B sweep imported without "
