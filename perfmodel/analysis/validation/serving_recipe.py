@@ -113,6 +113,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_recipe
+
 # AIConfigurator generator (rule_plugin/{vllm,trtllm}.rule): agg max_num_tokens =
 # max_batch_size + isl + 1500, and an aggregated worker's max_batch_size is 512 when the chosen
 # configuration's batch is below 512 (`agg_decode max_batch_size = 512 if < 512 else 2x`).
@@ -215,6 +217,9 @@ class Recipe(BaseModel):
     batch_wait_max_tokens_ratio: float | None = Field(
         default=None, ge=0, le=1, description="TensorRT-LLM batch_wait_max_tokens_ratio the "
         "deployment set (None: the engine preset's default, 0).")
+    adp_balance_timeout_iters: int | None = Field(
+        default=None, ge=0, description="TensorRT-LLM attention_dp_config timeout_iters with "
+        "enable_balance (None: the engine preset's default, off).")
     kv_memory_fraction: float | None = Field(
         default=None, gt=0, le=1, description="Share of the memory left free that the KV pool "
         "takes (TensorRT-LLM kv_cache_config free_gpu_memory_fraction; None: the preset's).")
@@ -225,7 +230,8 @@ class Recipe(BaseModel):
         return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps,
                 self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens,
                 self.chunked_prefill, self.batch_wait_timeout_iters,
-                self.batch_wait_max_tokens_ratio, self.kv_memory_fraction)
+                self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters,
+                self.kv_memory_fraction)
 
 
 def _measured(source: str) -> str | None:
@@ -376,11 +382,13 @@ def _llama70b_batch_wait(prompt: int, output: int,
 def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None = None,
                gpu: str | None = None, disagg: bool = False, output: int | None = None,
                version: str | None = None, tp: int | None = None,
-               inferencemax_twin: bool = False) -> Recipe:
+               inferencemax_twin: bool = False, dp: int | None = None, model: str | None = None,
+               weights: str | None = None) -> Recipe:
     """The recipe of a row from its `source` cell, engine preset id and prompt length (and,
-    for the flags that depend on them, its concurrency, GPU id, mode, engine version and
-    tensor-parallel size). `inferencemax_twin`: the row repeats an InferenceMAX row's
-    measurement (inferencemax_twins), so it gets that harness's recipe."""
+    for the flags that depend on them, its concurrency, GPU id, mode, engine version,
+    tensor- and attention-data-parallel sizes, catalog model id and experts' weight format).
+    `inferencemax_twin`: the row repeats an InferenceMAX row's measurement
+    (inferencemax_twins), so it gets that harness's recipe."""
     fam = family(source)
     twin = inferencemax_twin and fam == "aic"
     if twin:
@@ -414,6 +422,14 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
             wait_iters, wait_ratio, note = _llama70b_batch_wait(prompt, output, tp)
             if note:
                 notes.append(note)
+        fields = dict(recv_interval_steps=recv, decode_graph_max_batch=graphs,
+                      max_num_batched_tokens=budget, chunked_prefill=chunked,
+                      batch_wait_timeout_iters=wait_iters, batch_wait_max_tokens_ratio=wait_ratio)
+        dsr1 = None if disagg else dsr1_recipe(model, engine, prompt, concurrency, dp,
+                                               gpu=gpu, weights=weights, output=output)
+        if dsr1 is not None:
+            fields.update(dsr1[0])
+            notes.append(dsr1[1])
         if graphs is not None:
             notes.append(f"engine: CUDA graphs for decode batches up to {graphs} (InferenceX "
                          f"{engine} script for {gpu})")
@@ -424,8 +440,5 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
         elif recv is not None:
             notes.append(f"engine: SGLang --scheduler-recv-interval {recv} (InferenceMAX "
                          f"Blackwell SGLang scripts: 10 below C=16, 30 from it)")
-        return Recipe(family="inferencemax", range_ratio=r, recv_interval_steps=recv,
-                      decode_graph_max_batch=graphs, max_num_batched_tokens=budget,
-                      chunked_prefill=chunked, batch_wait_timeout_iters=wait_iters,
-                      batch_wait_max_tokens_ratio=wait_ratio, notes=tuple(notes))
+        return Recipe(family="inferencemax", range_ratio=r, notes=tuple(notes), **fields)
     return Recipe(notes=("harness not stated: closed loop, fixed lengths, engine defaults",))
