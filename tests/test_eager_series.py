@@ -1,4 +1,4 @@
-"""SGLang and TensorRT-LLM pay an eager step's kernel issue in series with its GPU work
+"""SGLang, TensorRT-LLM and vLLM pay an eager step's kernel issue in series with its GPU work
 (EngineProfile.eager_issue_overlap False, core/roofline.host_step_s; issue 14, MoE TTFT).
 
 Golden numbers (sources in perfmodel/core/engines.py):
@@ -32,7 +32,7 @@ def _prefill(sc, engine, T):
 def test_the_presets_say_which_engines_serialize():
     assert not ENGINES["sglang"].eager_issue_overlap
     assert not ENGINES["trtllm"].eager_issue_overlap
-    assert ENGINES["vllm"].eager_issue_overlap           # compiled path, no floor measured
+    assert not ENGINES["vllm"].eager_issue_overlap       # docs/vllm_moe.md
     # PR #13094: 10.3 ms in series over the 391 kernels of that step -> 26 us each
     assert EAGER_LAUNCH_S == pytest.approx(10.3e-3 / 391, rel=0.02)
 

@@ -73,7 +73,7 @@ def test_an_eager_moe_prefill_pays_gpu_plus_issue_at_any_length():
     assert gpu[0] < issue < gpu[1]          # 256 tokens: more issue than GPU work; 32K: less
     t = np.asarray(est.time_s)
     assert t == pytest.approx(gpu + issue + sc.engine.cpu_overhead_per_step_s, rel=1e-6)
-    # an engine that overlaps the two (vLLM's compiled path) pays the larger one only
+    # an engine that overlaps the two (plain eager PyTorch, no host sync) pays the larger one only
     overlap = sc.engine.model_copy(update={"eager_issue_overlap": True})
     est = step_time(*args[:3], overlap, *args[4:], dep=sc.dep, attention=sc.attention,
                     prefill=True)

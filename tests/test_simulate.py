@@ -182,7 +182,7 @@ def test_open_loop_light_load_is_one_request_alone():
     """At a trickle every request runs alone: TTFT ~ overhead + one prefill (op list)."""
     r = api.serve("llama-3.1-8b", "h100-sxm", weights="fp8", prompt_tokens=1024,
                   output_tokens=16, rate_rps=[0.01], num_requests=20)
-    alone = SC.engine.per_request_overhead_s + float(step(SC, 1, 1024, 0).time_s)
+    alone = SC.engine.per_request_overhead_s + float(step(SC, 1, 1024, 0, prefill=True).time_s)
     assert r.points[0].ttft_p50_s == pytest.approx(alone, rel=0.01)
 
 
@@ -191,7 +191,7 @@ def test_prefix_hits_skip_their_prefill():
     cached ones (op list); under load the cached run is faster too."""
     alone = api.serve("llama-3.1-8b", "h100-sxm", weights="fp8", prompt_tokens=4096,
                       output_tokens=4, rate_rps=[0.01], num_requests=5, prefix_hit=0.75)
-    want = SC.engine.per_request_overhead_s + float(step(SC, 1, 1024, 3072).time_s)
+    want = SC.engine.per_request_overhead_s + float(step(SC, 1, 1024, 3072, prefill=True).time_s)
     assert alone.points[0].ttft_p50_s == pytest.approx(want, rel=0.01)
     kw = dict(prompt_tokens=4096, output_tokens=16, concurrencies=[16], num_requests=32)
     cold = api.serve("llama-3.1-8b", "h100-sxm", **kw).points[0]

@@ -73,7 +73,7 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 # - vLLM V1: piecewise graphs up to max_cudagraph_capture_size = min(2 x max_num_seqs, 512)
 #   tokens (vllm/config/vllm.py _set_cudagraph_sizes); larger steps run the compiled model
 #   without graphs.
-# SGLang and TensorRT-LLM pay a prompt step's issue time in series with its GPU work
+# SGLang, TensorRT-LLM and vLLM pay a prompt step's issue time in series with its GPU work
 # (eager_issue_overlap=False: step = GPU + issue, not max(GPU, issue); eager decode batches,
 # for which no such measurement was found, keep the max). Measured: their TTFT
 # at low concurrency rises with the prompt by the GPU time while a host term of the same size
@@ -84,11 +84,17 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 # - InferenceX rows of data/serving (C=4): TRT-LLM 1.2.0rc6 DeepSeek-R1 NVFP4 on 4 x B200,
 #   1k -> 8k prompt: 156-162 -> 249 ms, while this model's GPU prefill goes 28 -> 139 ms
 #   (excess 128 -> 110 ms); SGLang 0.5.9 DeepSeek-R1 NVFP4 8 x B200 tp8 ep8: 189 -> 246 ms
-#   against 25 -> 94 ms of GPU (excess 164 -> 152 ms).
+#   against 25 -> 94 ms of GPU (excess 164 -> 152 ms);
+# - InferenceX rows of data/serving (C=4), vLLM 0.18 MiniMax-M2.5 FP8 on 8 x H200, 1k -> 8k
+#   prompt: 106 -> 198 ms, while this model's GPU prefill goes 24 -> 107 ms (excess 82 -> 91 ms);
+#   over all vLLM InferenceX rows at C <= 8, measured TTFT = 1.2 x predicted + 43 ms (MoE,
+#   H200) and + 10 ms (Llama-70B, H200) with the max() (docs/vllm_moe.md).
 # Not identified: the host-device synchronization that keeps the CPU from running ahead
 # (candidates read: SGLang fused_moe_triton fused_experts_impl has none; DeepEP normal-mode
-# dispatch waits for its counts on the CPU, but most rows run without DeepEP). vLLM's
-# compiled eager path keeps the max() (its low-concurrency MoE rows show no such floor).
+# dispatch waits for its counts on the CPU, but most rows run without DeepEP). Without one,
+# eager PyTorch overlaps the two: the project's plain-torch MoE and dense layers on the H200
+# (calibrate/data/moe-layer-h200-sxm-20261202b.json) run in max(issue, GPU) within 1%, so the
+# series rule is a property of the engines' steps, taken from their serving measurements.
 # EAGER_LAUNCH_S from SGLang PR #13094 (Llama-3.1-8B FP8, TP8, 1024-token prompts, C=1,
 # sglang.bench_serving mean TTFT): eager 29.97 ms vs piecewise graphs 19.66 ms. In series, the
 # difference, 10.3 ms, is the issue time itself, over the 391 kernels this model counts for
@@ -258,6 +264,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         kv_prealloc="request", quant_kernel_efficiency=0.85, fused_elementwise=True,
         source="vLLM docs (gpu_memory_utilization=0.9, block_size=16); vLLM V1 blog 2025", scheduler=VLLM_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
         prefill_graph_max_tokens=VLLM_GRAPH_MAX_TOKENS, eager_launch_s=VLLM_EAGER_LAUNCH_S,
+        eager_issue_overlap=False,
         decode_graph_max_batch=VLLM_GRAPH_MAX_TOKENS, **VLLM_NVLS_WINDOW),
     EngineProfile(
         id="sglang", name="SGLang (radix cache, CUDA graphs)",

@@ -76,7 +76,7 @@ def host_step_s(engine: EngineProfile, gpu, issue, host, *, eager=False):
     max(GPU, issue + host); one that does it between steps pays max(GPU, issue) + host.
     An `eager` prompt step (bool, or a mask: a step carrying prompt tokens that runs outside
     the CUDA graphs) of an engine without eager_issue_overlap pays its issue time in series
-    with the GPU work, which then stands for GPU + issue (engines.py: SGLang and TensorRT-LLM). The engine's fixed per-step overhead is added in
+    with the GPU work, which then stands for GPU + issue (engines.py: SGLang, TensorRT-LLM and vLLM). The engine's fixed per-step overhead is added in
     every case. Python floats take the builtin max (the serving simulator prices every step
     through here)."""
     if eager is not False and not engine.eager_issue_overlap and _graph_engine(engine):

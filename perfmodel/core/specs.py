@@ -216,6 +216,11 @@ class SchedulerSpec(Spec):
     batch_wait_max_tokens_ratio: float = Field(
         default=0.0, ge=0, le=1, description="... or until their prompt tokens plus the decode "
         "rows reach this share of max_num_tokens (PyExecutor._waiting_requests; default 0).")
+    adp_balance_timeout_iters: int = Field(
+        default=0, ge=0, description="TensorRT-LLM attention-DP balance (attention_dp_config "
+        "enable_balance, timeout_iters; default off): with attention DP, scheduled prompts wait "
+        "until every DP rank has one, at most this many iterations while every rank decodes "
+        "(PyExecutor._balance_adp_requests).")
     small_gpu_bytes: float | None = Field(
         default=None, gt=0, description="Below this device memory the small-GPU limits apply.")
     small_gpu_excludes: tuple[str, ...] = Field(
@@ -269,7 +274,7 @@ class EngineProfile(Spec):
     eager_issue_overlap: bool = Field(
         default=True, description="The GPU runs an eagerly issued prompt step's kernels while "
         "the CPU issues the later ones, so the step costs max(GPU, issue); False: the two run "
-        "in series, GPU + issue (SGLang and TensorRT-LLM, engines.py). Eager decode steps keep "
+        "in series, GPU + issue (SGLang, TensorRT-LLM and vLLM, engines.py). Eager decode steps keep "
         "the max.")
     cpu_overhead_per_step_s: float = Field(
         ge=0, description="Scheduler/sampling/Python time per decode step not hidden behind the GPU.")

@@ -211,8 +211,19 @@ class _Sim(KvBlocks):
         """TensorRT-LLM batch waiting (PyExecutor._schedule and _waiting_requests): with both
         prompt chunks and decodes scheduled, the prompts wait unless the iterations already
         held reach batch_wait_iters or the scheduled tokens (each prompt's whole length, one
-        per decode row) reach batch_wait_tokens; a release resets the count."""
+        per decode row) reach batch_wait_tokens; a release resets the count.
+        Attention-DP balance (Policy.adp_wait_iters; PyExecutor._balance_adp_requests with
+        enable_balance, which replaces batch waiting under attention DP): the prompts wait
+        until every DP rank has one, taken as adp_ranks scheduled prompts (the engine gives
+        each arrival to the least-loaded rank), unless some rank runs no decode (taken as
+        fewer decode rows than ranks) or adp_wait_iters iterations were held."""
         pol = self.pol
+        if pol.adp_wait_iters and chunks:
+            if (len(chunks) >= pol.adp_ranks or dec.size < pol.adp_ranks
+                    or self.wait_ct >= pol.adp_wait_iters):
+                self.wait_ct = 0
+                return False
+            return True
         if not (pol.batch_wait_iters and chunks and dec.size):
             return False
         tokens = sum(float(self.need[i]) for i, _ in chunks) + dec.size
@@ -231,7 +242,8 @@ class _Sim(KvBlocks):
             back = self._rbuf[self.nrun - m:self.nrun].tolist()
             self.nrun -= m
             self.waiting.extendleft(reversed(back))
-        self.wait_ct += self._decode_run(dec, self.pol.batch_wait_iters - self.wait_ct)
+        limit = self.pol.adp_wait_iters or self.pol.batch_wait_iters
+        self.wait_ct += self._decode_run(dec, limit - self.wait_ct)
 
     def _run_steps(self, d: int, ctx0: float, k: int) -> int:
         """Price, record and time up to k decode-only steps of d rows (mean context ctx0):

@@ -37,6 +37,11 @@ class Policy:
     # iterations were held; 0 iterations: off
     batch_wait_iters: int = 0
     batch_wait_tokens: float = 0.0
+    # TensorRT-LLM attention-DP balance (SchedulerSpec.adp_balance_timeout_iters): with
+    # adp_ranks DP ranks, prompts beside decodes on every rank wait until each rank has one
+    # (adp_ranks prompts scheduled) or adp_wait_iters iterations were held; 0: off
+    adp_wait_iters: int = 0
+    adp_ranks: int = 1
 
 
 @dataclass

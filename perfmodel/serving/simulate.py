@@ -204,8 +204,11 @@ def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
                  block_tokens=kv.block_tokens, reserve_output=sched.kv_reserve_output,
                  request_overhead_s=sc.engine.per_request_overhead_s,
                  recv_interval_steps=sched.recv_interval_steps, overlap=sched.overlap_scheduler,
-                 batch_wait_iters=sched.batch_wait_timeout_iters,
-                 batch_wait_tokens=_batch_wait_tokens(sched.batch_wait_max_tokens_ratio, budget))
+                 # TensorRT-LLM skips batch waiting under attention DP (PyExecutor._schedule)
+                 batch_wait_iters=sched.batch_wait_timeout_iters if sc.dep.dp == 1 else 0,
+                 batch_wait_tokens=_batch_wait_tokens(sched.batch_wait_max_tokens_ratio, budget),
+                 adp_wait_iters=sched.adp_balance_timeout_iters if sc.dep.dp > 1 else 0,
+                 adp_ranks=sc.dep.dp)
     reason, fits = f"KV pool {kv.tokens} tokens", True
     if wl.concurrency is not None:
         resident = min(wl.concurrency, wl.n_requests)

@@ -320,7 +320,8 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
     conc *= factor
     recipe = recipe_for(r.get("source"), engine, prompt, concurrency=conc, gpu=gpu,
                         disagg=mode == "disagg", output=output, version=r.get("backend_version"),
-                        tp=tp, inferencemax_twin=inferencemax_twin)
+                        tp=tp, inferencemax_twin=inferencemax_twin, dp=dp, model=spec.id,
+                        weights=bulk.name)
     return ServingTarget(
         measurement=r, model=spec.id, gpu=gpu, engine=engine, weights=weights,
         activations=acts, kv=kv, tp=tp, pp=pp, ep=ep, attention_dp=dp, moe=spec.is_moe,

@@ -113,6 +113,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_recipe
 from perfmodel.analysis.validation.serving_versions import vllm_prefill_kernels
 
 # AIConfigurator generator (rule_plugin/{vllm,trtllm}.rule): agg max_num_tokens =
@@ -217,6 +218,9 @@ class Recipe(BaseModel):
     batch_wait_max_tokens_ratio: float | None = Field(
         default=None, ge=0, le=1, description="TensorRT-LLM batch_wait_max_tokens_ratio the "
         "deployment set (None: the engine preset's default, 0).")
+    adp_balance_timeout_iters: int | None = Field(
+        default=None, ge=0, description="TensorRT-LLM attention_dp_config timeout_iters with "
+        "enable_balance (None: the engine preset's default, off).")
     prefill_attention: Literal["native", "fa2"] | None = Field(
         default=None, description="Prompt-step attention kernels of the engine version that "
         "ran (EngineProfile.prefill_attention; None: the preset's).")
@@ -230,8 +234,8 @@ class Recipe(BaseModel):
         return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps,
                 self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens,
                 self.chunked_prefill, self.batch_wait_timeout_iters,
-                self.batch_wait_max_tokens_ratio, self.kv_memory_fraction,
-                self.prefill_attention)
+                self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters,
+                self.kv_memory_fraction, self.prefill_attention)
 
 
 def _measured(source: str) -> str | None:
@@ -382,14 +386,17 @@ def _llama70b_batch_wait(prompt: int, output: int,
 def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None = None,
                gpu: str | None = None, disagg: bool = False, output: int | None = None,
                version: str | None = None, tp: int | None = None,
-               inferencemax_twin: bool = False) -> Recipe:
+               inferencemax_twin: bool = False, dp: int | None = None, model: str | None = None,
+               weights: str | None = None) -> Recipe:
     """The recipe of a row from its `source` cell, engine preset id and prompt length (and,
-    for the flags that depend on them, its concurrency, GPU id, mode, engine version and
-    tensor-parallel size), with the prompt attention kernels of an old vLLM (serving_versions.py).
-    `inferencemax_twin`: the row repeats an InferenceMAX row's measurement (inferencemax_twins),
-    so it gets that harness's recipe."""
+    for the flags that depend on them, its concurrency, GPU id, mode, engine version,
+    tensor- and attention-data-parallel sizes, catalog model id and experts' weight format),
+    with the prompt attention kernels of an old vLLM (serving_versions.py).
+    `inferencemax_twin`: the row repeats an InferenceMAX row's measurement
+    (inferencemax_twins), so it gets that harness's recipe."""
     recipe = _recipe(source, engine, prompt, concurrency=concurrency, gpu=gpu, disagg=disagg,
-                     output=output, version=version, tp=tp, inferencemax_twin=inferencemax_twin)
+                     output=output, version=version, tp=tp, inferencemax_twin=inferencemax_twin,
+                     dp=dp, model=model, weights=weights)
     kernels, note = vllm_prefill_kernels(engine, version, _llama70b_import(source))
     if kernels is None:
         return recipe
@@ -398,7 +405,8 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
 
 def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, gpu: str | None,
             disagg: bool, output: int | None, version: str | None, tp: int | None,
-            inferencemax_twin: bool) -> Recipe:
+            inferencemax_twin: bool, dp: int | None, model: str | None,
+            weights: str | None) -> Recipe:
     fam = family(source)
     twin = inferencemax_twin and fam == "aic"
     if twin:
@@ -432,6 +440,14 @@ def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, g
             wait_iters, wait_ratio, note = _llama70b_batch_wait(prompt, output, tp)
             if note:
                 notes.append(note)
+        fields = dict(recv_interval_steps=recv, decode_graph_max_batch=graphs,
+                      max_num_batched_tokens=budget, chunked_prefill=chunked,
+                      batch_wait_timeout_iters=wait_iters, batch_wait_max_tokens_ratio=wait_ratio)
+        dsr1 = None if disagg else dsr1_recipe(model, engine, prompt, concurrency, dp,
+                                               gpu=gpu, weights=weights, output=output)
+        if dsr1 is not None:
+            fields.update(dsr1[0])
+            notes.append(dsr1[1])
         if graphs is not None:
             notes.append(f"engine: CUDA graphs for decode batches up to {graphs} (InferenceX "
                          f"{engine} script for {gpu})")
@@ -442,8 +458,5 @@ def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, g
         elif recv is not None:
             notes.append(f"engine: SGLang --scheduler-recv-interval {recv} (InferenceMAX "
                          f"Blackwell SGLang scripts: 10 below C=16, 30 from it)")
-        return Recipe(family="inferencemax", range_ratio=r, recv_interval_steps=recv,
-                      decode_graph_max_batch=graphs, max_num_batched_tokens=budget,
-                      chunked_prefill=chunked, batch_wait_timeout_iters=wait_iters,
-                      batch_wait_max_tokens_ratio=wait_ratio, notes=tuple(notes))
+        return Recipe(family="inferencemax", range_ratio=r, notes=tuple(notes), **fields)
     return Recipe(notes=("harness not stated: closed loop, fixed lengths, engine defaults",))
