@@ -28,7 +28,7 @@ AIC = "aic gap analysis measured 2026-03-20"
 IMAX = "db-dump/2026-04-27 measured 2026-04-17 image vllm/vllm-openai:v0.19.0-cu130"
 # the file's row 2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c64_tp4_ep4_1392
 COPIED = "aic gap analysis measured 2026-04-03 image image=vllm/vllm-openai:v0.19.0-cu130"
-# the file's 441 Llama-3.1-70B rows (serving_recipe docstring, Provenance: InferenceMAX's 70B sweep)
+# the file's 441 Llama-3.1-70B rows (serving_provenance.py: InferenceMAX's 70B sweep)
 LLAMA70B = "aic gap analysis measured 2025-10-29"
 
 
@@ -87,7 +87,7 @@ def _date_image(source: str) -> tuple[str, str]:
 
 
 def test_the_shipped_files_aic_image_rows_are_inferencemax_copies():
-    """The evidence of serving_recipe's Provenance rule, counted on the shipped file: 254
+    """The evidence of serving_provenance's first rule, counted on the shipped file: 254
     groups (540 rows) share their measured TTFT and TPOT; every "aic" row in them names a
     container image=; every such row beside a db-dump row agrees with it on date and image."""
     dups = _duplicate_groups()
@@ -126,7 +126,7 @@ def _imax_70b_grid() -> set[tuple]:
 
 
 def test_the_shipped_files_llama70b_import_is_inferencemaxs_70b_sweep():
-    """The evidence of serving_recipe's second Provenance rule, counted on the shipped file: the
+    """The evidence of serving_provenance's second rule, counted on the shipped file: the
     image-less "aic" rows measured 2025-10-29 are exactly InferenceMAX's 70B sweep grid, name no
     engine version (as no other aggregated "aic" row does), and the image-less InferenceMAX
     rows of AIConfigurator's same import repeat this file's db-dump rows."""

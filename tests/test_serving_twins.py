@@ -1,5 +1,5 @@
-"""Rounded copies of InferenceMAX rows in AIConfigurator's file (serving_recipe docstring,
-Provenance: inferencemax_twins) get the InferenceMAX recipe."""
+"""Rounded copies of InferenceMAX rows in AIConfigurator's file (serving_provenance.py,
+inferencemax_twins) get the InferenceMAX recipe."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ the version rules), and the version assumed for rows that state none.
 
 vLLM's prompt attention on datacenter Blackwell: FlashAttention-2-class kernels before 0.11.1
 (core/engines.py vllm_prefill_attention; docs/blackwell_vllm.md). The image-less Llama-70B
-import (serving_recipe.py docstring, Provenance: measured 2025-10-29, no backend_version) is
+import (serving_provenance.py: measured 2025-10-29, no backend_version) is
 assumed to have run 0.11.0, the last release on that date (0.11.1 followed in November);
 InferenceMAX's B200 Llama-70B fp4 script pins flashinfer-python 0.3.0post1, of August 2025.
 """
