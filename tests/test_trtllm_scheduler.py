@@ -77,9 +77,9 @@ def test_overlap_delays_an_arrival_by_one_decode_step(frac, at):
     assert got - base <= longest * (1 + 1e-6)
 
 
-def test_closed_loop_general_loop_only_and_finite():
-    """A closed loop with the overlap runs in the general loop (decode epochs do not model it)
-    and gives a finite time to every request, no earlier than the synchronous loop's mean."""
+def test_closed_loop_epochs_match_the_general_loop_and_finite():
+    """A closed loop with the overlap gives the same first tokens with decode epochs as in the
+    general loop alone (the epochs keep the one-step-late admission) and gives a finite time to every request, no earlier than the synchronous loop's mean."""
     req = Requests(send_s=None, prompt_tokens=np.full(24, 700.0), output_tokens=np.full(24, 60.0),
                    cached_tokens=np.zeros(24), concurrency=8)
     a = simulate(COST, req, _trtllm(True), epochs=True)
