@@ -114,6 +114,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_recipe
+from perfmodel.analysis.validation.serving_recipe_vllm import vllm_async_scheduling
 
 # AIConfigurator generator (rule_plugin/{vllm,trtllm}.rule): agg max_num_tokens =
 # max_batch_size + isl + 1500, and an aggregated worker's max_batch_size is 512 when the chosen
@@ -223,6 +224,9 @@ class Recipe(BaseModel):
     kv_memory_fraction: float | None = Field(
         default=None, gt=0, le=1, description="Share of the memory left free that the KV pool "
         "takes (TensorRT-LLM kv_cache_config free_gpu_memory_fraction; None: the preset's).")
+    overlap_scheduler: bool | None = Field(
+        default=None, description="The engine version plans step n+1 while step n runs "
+        "(vLLM async scheduling from 0.14.0: serving_recipe_vllm.py; None: the preset's).")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
@@ -231,7 +235,7 @@ class Recipe(BaseModel):
                 self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens,
                 self.chunked_prefill, self.batch_wait_timeout_iters,
                 self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters,
-                self.kv_memory_fraction)
+                self.kv_memory_fraction, self.overlap_scheduler)
 
 
 def _measured(source: str) -> str | None:
@@ -388,7 +392,21 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
     for the flags that depend on them, its concurrency, GPU id, mode, engine version,
     tensor- and attention-data-parallel sizes, catalog model id and experts' weight format).
     `inferencemax_twin`: the row repeats an InferenceMAX row's measurement
-    (inferencemax_twins), so it gets that harness's recipe."""
+    (inferencemax_twins), so it gets that harness's recipe. A vLLM row gets its version's
+    scheduling loop (serving_recipe_vllm.py)."""
+    recipe = _harness_recipe(source, engine, prompt, concurrency=concurrency, gpu=gpu,
+                             disagg=disagg, output=output, version=version, tp=tp,
+                             inferencemax_twin=inferencemax_twin, dp=dp, model=model,
+                             weights=weights)
+    if engine != "vllm":
+        return recipe
+    on, note = vllm_async_scheduling(version, before_merge=_llama70b_import(source))
+    return recipe.model_copy(update=dict(overlap_scheduler=on, notes=recipe.notes + (note,)))
+
+
+def _harness_recipe(source: str, engine: str, prompt: int, *, concurrency, gpu, disagg, output,
+                    version, tp, inferencemax_twin, dp, model, weights) -> Recipe:
+    """recipe_for before the engine version's scheduling loop."""
     fam = family(source)
     twin = inferencemax_twin and fam == "aic"
     if twin:
