@@ -126,9 +126,11 @@ def test_epochs_give_the_general_loops_trace(name, monkeypatch):
         assert fast.preemptions > 0
 
 
-def test_most_thrash_iterations_run_in_epochs(monkeypatch):
-    """Under KV thrash the epochs take most iterations (the point of them)."""
-    req, pol = CASES["vllm-like, KV thrash"]
+@pytest.mark.parametrize("case", ["vllm-like, KV thrash", "overlap, KV thrash"])
+def test_most_thrash_iterations_run_in_epochs(case, monkeypatch):
+    """Under KV thrash the epochs take most iterations (the point of them), with the overlap
+    scheduler's one-step-late admission too."""
+    req, pol = CASES[case]
     spy = _Spy(monkeypatch)
     budget = scheduler.StepBudget()
     simulate(COST, req, pol, budget)
