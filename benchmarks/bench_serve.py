@@ -43,7 +43,7 @@ CASES = [  # (model, gpu, engine, tp)
     ("llama-3.1-8b", "h100-sxm", "sglang", 1),
     ("llama-3.1-8b", "b200", "vllm", 1),
     ("llama-3.1-70b", "b200", "vllm", 2),
-    ("llama-3.1-8b", "h100-sxm", "trtllm", 1),   # overlap scheduler: the general loop only
+    ("llama-3.1-8b", "h100-sxm", "trtllm", 1),   # overlap scheduler (as vLLM async scheduling)
 ]
 CURVE_TARGET_S = 1.0        # issue 13: one 10-level curve under 1 s on the 2-core machine
 SIZE_TARGET_S = 5.0         # issue 13: `size`'s default search under 5 s

@@ -103,6 +103,14 @@ CASES = {
     "pages of one token": (_requests(n=120, seed=4), _policy(block_tokens=1, total_blocks=9000)),
     # TensorRT-LLM GUARANTEED_NO_EVICT: admitted only when the whole prompt + output fits
     "trtllm-like output reservation": (_requests(ratio=0.5, seed=5), _policy(reserve_output=True)),
+    # overlap scheduler (TensorRT-LLM's, vLLM's async scheduling): admission one step late
+    "overlap, open loop over capacity": (_requests(rate_rps=400.0, conc=None, seed=1),
+                                         _policy(overlap=True)),
+    "overlap, KV thrash": (_requests(), _policy(overlap=True)),
+    "overlap, request overhead, sequences bind": (_requests(seed=2),
+                                                  _policy(max_seqs=24, total_blocks=5000,
+                                                          request_overhead_s=0.004,
+                                                          overlap=True)),
 }
 
 
@@ -118,9 +126,11 @@ def test_epochs_give_the_general_loops_trace(name, monkeypatch):
         assert fast.preemptions > 0
 
 
-def test_most_thrash_iterations_run_in_epochs(monkeypatch):
-    """Under KV thrash the epochs take most iterations (the point of them)."""
-    req, pol = CASES["vllm-like, KV thrash"]
+@pytest.mark.parametrize("case", ["vllm-like, KV thrash", "overlap, KV thrash"])
+def test_most_thrash_iterations_run_in_epochs(case, monkeypatch):
+    """Under KV thrash the epochs take most iterations (the point of them), with the overlap
+    scheduler's one-step-late admission too."""
+    req, pol = CASES[case]
     spy = _Spy(monkeypatch)
     budget = scheduler.StepBudget()
     simulate(COST, req, pol, budget)
@@ -146,13 +156,14 @@ def test_a_policy_parameter_the_epochs_do_not_model_leaves_them_off(monkeypatch)
        overhead=st.sampled_from([0.0, 0.002]), n=st.integers(1, 80),
        prompt=st.integers(1, 600), output=st.integers(1, 300), ratio=st.floats(0.1, 1.0),
        hit=st.floats(0.0, 0.9), conc=st.integers(1, 64),
-       rate=st.one_of(st.none(), st.floats(1.0, 2000.0)), seed=st.integers(0, 50))
+       rate=st.one_of(st.none(), st.floats(1.0, 2000.0)), seed=st.integers(0, 50),
+       overlap=st.booleans())
 def test_random_schedules_match_the_general_loop(mixed, chunked, max_seqs, token_budget,
                                                  blocks, bs, reserve, overhead, n, prompt,
-                                                 output, ratio, hit, conc, rate, seed):
+                                                 output, ratio, hit, conc, rate, seed, overlap):
     pol = _policy(mixed=mixed, chunked=chunked, max_seqs=max_seqs, token_budget=token_budget,
                   total_blocks=blocks, block_tokens=bs, reserve_output=reserve,
-                  request_overhead_s=overhead)
+                  request_overhead_s=overhead, overlap=overlap)
     req = _requests(n=n, prompt=prompt, output=output, conc=conc, rate_rps=rate,
                     ratio=ratio, hit=hit, seed=seed)
     fast, ref = _both(req, pol)

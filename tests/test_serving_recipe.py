@@ -323,14 +323,16 @@ def test_a_smaller_token_budget_serves_a_synchronized_wave_sooner_on_average():
 
 
 def test_the_sim_predictor_replays_the_recipe_as_api_serve_would():
-    t = _map(source=AIC, batch_size=8)
+    # a version with the preset's async scheduling (0.12.0 rows run synchronously, which
+    # api.serve's vllm preset does not: serving_recipe_vllm.py)
+    t = _map(source=AIC, batch_size=8, backend_version="0.19.0")
     got = sp.simulated(t, [8], None, sp._Specs())[8]
     rep = api.serve("llama-3.1-8b", "h100-sxm", weights="bf16", kv="bf16", activations="bf16",
                     engine="vllm", prompt_tokens=1024, output_tokens=128, concurrencies=[8],
                     max_num_batched_tokens=t.recipe.max_num_batched_tokens)
     assert got.ttft_s == pytest.approx(rep.points[0].ttft_mean_s)
     assert got.tpot_s == pytest.approx(rep.points[0].tpot_mean_s)
-    u = _map(source=IMAX, batch_size=8)
+    u = _map(source=IMAX, batch_size=8, backend_version="0.19.0")   # its image's version
     got = sp.simulated(u, [8], None, sp._Specs())[8]
     rep = api.serve("llama-3.1-8b", "h100-sxm", weights="bf16", kv="bf16", activations="bf16",
                     engine="vllm", prompt_tokens=1024, output_tokens=128, concurrencies=[8],

@@ -77,9 +77,9 @@ def test_overlap_delays_an_arrival_by_one_decode_step(frac, at):
     assert got - base <= longest * (1 + 1e-6)
 
 
-def test_closed_loop_general_loop_only_and_finite():
-    """A closed loop with the overlap runs in the general loop (decode epochs do not model it)
-    and gives a finite time to every request, no earlier than the synchronous loop's mean."""
+def test_closed_loop_epochs_match_the_general_loop_and_finite():
+    """A closed loop with the overlap gives the same first tokens with decode epochs as in the
+    general loop alone (the epochs keep the one-step-late admission) and gives a finite time to every request, no earlier than the synchronous loop's mean."""
     req = Requests(send_s=None, prompt_tokens=np.full(24, 700.0), output_tokens=np.full(24, 60.0),
                    cached_tokens=np.zeros(24), concurrency=8)
     a = simulate(COST, req, _trtllm(True), epochs=True)
@@ -94,12 +94,15 @@ def test_closed_loop_general_loop_only_and_finite():
 
 def test_only_the_pytorch_backend_of_trtllm_overlaps():
     """TensorRT-LLM docs (overlap-scheduler.md): "Enabled by default"; the 0.x C++ runtime
-    (trtllm-trt) has no such loop; the other presets model none."""
+    (trtllm-trt) has no such loop; vLLM's async scheduling is on by default since 0.14.0
+    (vllm#27614); the other presets model none."""
+    assert ENGINES["vllm"].scheduler.overlap_scheduler
     trt = ENGINES["trtllm"]
     assert trt.scheduler.overlap_scheduler and trt.server_scheduler.overlap_scheduler
     old = ENGINES["trtllm-trt"]
     assert not old.scheduler.overlap_scheduler and not old.server_scheduler.overlap_scheduler
-    others = [e for k, e in ENGINES.items() if not k.startswith("trtllm") and e.scheduler]
+    others = [e for k, e in ENGINES.items()
+              if not k.startswith("trtllm") and k != "vllm" and e.scheduler]
     assert others and not any(e.scheduler.overlap_scheduler for e in others)
     assert SchedulerSpec().overlap_scheduler is False
 

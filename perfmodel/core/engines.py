@@ -148,11 +148,15 @@ _HOST_OVERLAP = dict(host_per_seq_s=PYTHON_SCHEDULER_PER_SEQ_S, host_overlap=Tru
 #   prefill batch runs before the next decode batch.
 # - llama.cpp server: n_batch 2048 tokens (common.h); prompt and generation tokens share
 #   one llama_decode call.
+# - vLLM async scheduling (AsyncScheduler, vllm#19970): the scheduler plans step n+1 while step
+#   n runs, so a request arriving during step n joins step n+2 (overlap_scheduler); on by
+#   default since 0.14.0 (vllm#27614). Older versions: analysis/validation/serving_recipe_vllm.py.
 VLLM_SCHEDULER = SchedulerSpec(
     max_num_seqs=1024, max_num_batched_tokens=8192, chunked_prefill=True, mixed_prefill=True,
     small_gpu_bytes=70 * GiB, small_gpu_excludes=("a100",), small_gpu_max_num_seqs=256,
-    small_gpu_max_num_batched_tokens=2048,
-    source="vllm/engine/arg_utils.py get_batch_defaults (V1, `vllm serve`)")
+    small_gpu_max_num_batched_tokens=2048, overlap_scheduler=True,
+    source="vllm/engine/arg_utils.py get_batch_defaults (V1, `vllm serve`); async scheduling "
+           "on by default since 0.14.0 (vllm#27614)")
 SGLANG_SCHEDULER = SchedulerSpec(
     max_num_batched_tokens=16384, chunked_prefill=True, mixed_prefill=False, prefill_first=True,
     small_gpu_bytes=160 * GiB, small_gpu_max_num_batched_tokens=8192,

@@ -208,7 +208,7 @@ class SchedulerSpec(Spec):
         "step and after a prefill step (SGLang --scheduler-recv-interval, default 1).")
     overlap_scheduler: bool = Field(
         default=False, description="The host schedules step k+1 while step k runs on the GPU "
-        "(TensorRT-LLM overlap scheduler): a busy engine takes a request that arrives during "
+        "(TensorRT-LLM overlap scheduler, vLLM async scheduling): a busy engine takes a request that arrives during "
         "step k into step k+2 at the earliest, one step later than a synchronous loop.")
     batch_wait_timeout_iters: int = Field(
         default=0, ge=0, description="TensorRT-LLM batch waiting (llm_args.py, default 0: off): "

@@ -20,11 +20,13 @@ new blocks exceed the free ones, then continue running prompts and, if nobody wa
 preempted, admit waiting ones while budget, sequences and blocks last; a decode step when
 the first waiting request could start, else a run to the next event) and prices through the
 same calls (StepCost.step_s, _Sim._run_steps), so the trace is the same
-(tests/test_decode_epoch.py runs both). A sequence leaving the batch, and every one at the
+(tests/test_decode_epoch.py runs both). Each step keeps _Sim.prev_t (when it began) as the
+general loop does, so with an overlap scheduler (Policy.overlap: TensorRT-LLM's, vLLM's async
+scheduling) an arrival during step n joins step n + 2 here too (_Sim._release). A sequence leaving the batch, and every one at the
 end, gets its context, blocks and tokens written back. The epoch hands back to the general
 loop before anything else: a token budget below the decoders, a batch that would empty,
-a step with nothing to run, static batching, and a Policy with a parameter it does not know
-(POLICY_FIELDS): a scheduler rule added to _Sim is not silently skipped here.
+a step with nothing to run, static batching, polling every n steps, batch waiting, and a
+Policy with a parameter it does not know (POLICY_FIELDS): a scheduler rule added to _Sim is not silently skipped here.
 """
 
 from __future__ import annotations
@@ -52,7 +54,6 @@ def decode_epoch(sim) -> None:
     budget = math.inf if pol.token_budget is None else float(pol.token_budget)
     if (not sim.nrun or budget < sim.nrun or pol.static or not _modelled(type(pol))
             or pol.recv_interval_steps > 1         # polling every n steps: the general loop
-            or pol.overlap                         # admission one step late: the general loop
             or pol.batch_wait_iters                # prompts held while decodes run: the same
             or pol.adp_wait_iters):
         return
@@ -136,6 +137,7 @@ class _Epoch:
         else:
             dur = sim.cost.step_s(d, self.S + d * self.lag, [], [], 0)
             sim._record(d, 0.0, 1, dur)
+            sim.prev_t = sim.t            # the overlap scheduler plans from here (_Sim._release)
             sim.t += dur
             sim.itl1.append((dur, d))
             self._advance(1)
@@ -202,6 +204,7 @@ class _Epoch:
         sizes = [c for _, c, _ in chunks]
         dur = sim.cost.step_s(d, self.S + d * self.lag if d else 0.0, sizes, ctxs, sum(ends))
         sim._record(d, float(np.sum(sizes)), 1, dur)
+        sim.prev_t = sim.t                # as _Sim._step: the overlap scheduler's cut
         sim.t += dur
         if d:
             sim.itl1.append((dur, d))

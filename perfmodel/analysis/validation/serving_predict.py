@@ -132,7 +132,8 @@ def _with_recipe(sc, recipe: Recipe):
     upd = {k: v for k, v in (("mixed_prefill", recipe.mixed_prefill),
                              ("batch_wait_timeout_iters", recipe.batch_wait_timeout_iters),
                              ("batch_wait_max_tokens_ratio", recipe.batch_wait_max_tokens_ratio),
-                             ("adp_balance_timeout_iters", recipe.adp_balance_timeout_iters))
+                             ("adp_balance_timeout_iters", recipe.adp_balance_timeout_iters),
+                             ("overlap_scheduler", recipe.overlap_scheduler))
            if v is not None}
     if upd:
         sched = out.engine.scheduler.model_copy(update=upd)

@@ -90,6 +90,7 @@ from perfmodel.analysis.validation.serving_provenance import (  # noqa: F401 (re
     AIC_COPIED_IMAGE_TAG, Family, _llama70b_import, copied_from_inferencemax, family,
     inferencemax_twins)
 from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_recipe
+from perfmodel.analysis.validation.serving_recipe_vllm import vllm_async_scheduling
 from perfmodel.analysis.validation.serving_versions import vllm_prefill_kernels
 
 # AIConfigurator generator (rule_plugin/{vllm,trtllm}.rule): agg max_num_tokens =
@@ -196,6 +197,9 @@ class Recipe(BaseModel):
     kv_memory_fraction: float | None = Field(
         default=None, gt=0, le=1, description="Share of the memory left free that the KV pool "
         "takes (TensorRT-LLM kv_cache_config free_gpu_memory_fraction; None: the preset's).")
+    overlap_scheduler: bool | None = Field(
+        default=None, description="The engine version plans step n+1 while step n runs "
+        "(vLLM async scheduling from 0.14.0: serving_recipe_vllm.py; None: the preset's).")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
@@ -204,7 +208,7 @@ class Recipe(BaseModel):
                 self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens,
                 self.chunked_prefill, self.batch_wait_timeout_iters,
                 self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters,
-                self.kv_memory_fraction, self.prefill_attention)
+                self.kv_memory_fraction, self.prefill_attention, self.overlap_scheduler)
 
 
 def _aic_sglang(prompt: int, version: str | None, disagg: bool) -> Recipe | None:
@@ -311,20 +315,26 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
     tensor- and attention-data-parallel sizes, catalog model id and experts' weight format),
     with the prompt attention kernels of an old vLLM (serving_versions.py).
     `inferencemax_twin`: the row repeats an InferenceMAX row's measurement
-    (inferencemax_twins), so it gets that harness's recipe."""
+    (inferencemax_twins), so it gets that harness's recipe. A vLLM row gets its version's
+    scheduling loop (serving_recipe_vllm.py)."""
     recipe = _recipe(source, engine, prompt, concurrency=concurrency, gpu=gpu, disagg=disagg,
                      output=output, version=version, tp=tp, inferencemax_twin=inferencemax_twin,
                      dp=dp, model=model, weights=weights)
     kernels, note = vllm_prefill_kernels(engine, version, _llama70b_import(source))
-    if kernels is None:
+    if kernels is not None:
+        recipe = recipe.model_copy(update=dict(prefill_attention=kernels,
+                                               notes=recipe.notes + (note,)))
+    if engine != "vllm":
         return recipe
-    return recipe.model_copy(update=dict(prefill_attention=kernels, notes=recipe.notes + (note,)))
+    on, note = vllm_async_scheduling(version, before_merge=_llama70b_import(source))
+    return recipe.model_copy(update=dict(overlap_scheduler=on, notes=recipe.notes + (note,)))
 
 
 def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, gpu: str | None,
             disagg: bool, output: int | None, version: str | None, tp: int | None,
             inferencemax_twin: bool, dp: int | None, model: str | None,
             weights: str | None) -> Recipe:
+    """recipe_for before the engine version's kernels and scheduling loop."""
     fam = family(source)
     twin = inferencemax_twin and fam == "aic"
     if twin:
