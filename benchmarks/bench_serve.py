@@ -31,7 +31,7 @@ import numpy as np
 from perfmodel import api
 from perfmodel.analysis import sizing
 from perfmodel.core.resolve import resolve
-from perfmodel.core.roofline import step_time
+from perfmodel.core.roofline import host_step_s, step_time
 from perfmodel.serving import simulate as sim_mod
 from perfmodel.serving.stepcost import HEAD_OPS
 
@@ -123,8 +123,10 @@ class NaiveCost:
         B = [1.0, d + finishing or 1.0] + ([float(d)] if d else []) + [1.0] * len(chunks)
         T = [M, 1.0] + ([1.0] if d else []) + [float(c) for c in chunks]
         S = [0.0, 0.0] + ([sum_ctx / d] if d else []) + [float(s) for s in chunk_ctx]
+        prompt = np.array([bool(chunks)] + [False] * (len(B) - 1))   # the body query's rows
         est = step_time(sc.model, sc.hw, sc.precision, sc.engine, sc.eff, np.array(B),
-                        np.array(T), np.array(S), dep=sc.dep, attention=sc.attention)
+                        np.array(T), np.array(S), dep=sc.dep, attention=sc.attention,
+                        prefill=prompt)
         gpu = 0.0
         for op in est.ops:
             t = np.broadcast_to(np.asarray(op.time_s, dtype=float), (len(B),))
@@ -135,7 +137,10 @@ class NaiveCost:
             else:
                 gpu += float(t[0])
         cpu = float(np.max(est.cpu_s)) - sc.engine.cpu_overhead_per_step_s
-        return max(gpu, cpu) + sc.engine.cpu_overhead_per_step_s
+        # a prompt step outside the CUDA graphs pays its issue in series on an engine without
+        # eager_issue_overlap (core/host_cost.host_step_s, as the op list's step_time does)
+        eager = bool(chunks) and bool(np.asarray(est.eager).reshape(-1)[0])
+        return float(host_step_s(sc.engine, gpu, cpu, 0.0, eager=eager))
 
     def decode_run_s(self, d, mean_ctx0, k):
         return np.array([self.step_s(d, d * (mean_ctx0 + j)) for j in range(k)])
