@@ -111,6 +111,9 @@ CASES = {
                                                   _policy(max_seqs=24, total_blocks=5000,
                                                           request_overhead_s=0.004,
                                                           overlap=True)),
+    # SGLang's event_loop_overlap: prompt-only steps, prefill first, admission one step late
+    "sglang-like prompt-first, overlap, KV thrash": (_requests(), _policy(mixed=False,
+                                                                         overlap=True)),
 }
 
 
@@ -157,13 +160,16 @@ def test_a_policy_parameter_the_epochs_do_not_model_leaves_them_off(monkeypatch)
        prompt=st.integers(1, 600), output=st.integers(1, 300), ratio=st.floats(0.1, 1.0),
        hit=st.floats(0.0, 0.9), conc=st.integers(1, 64),
        rate=st.one_of(st.none(), st.floats(1.0, 2000.0)), seed=st.integers(0, 50),
-       overlap=st.booleans())
+       overlap=st.booleans(), recv=st.sampled_from([1, 1, 3, 10]))
 def test_random_schedules_match_the_general_loop(mixed, chunked, max_seqs, token_budget,
                                                  blocks, bs, reserve, overhead, n, prompt,
-                                                 output, ratio, hit, conc, rate, seed, overlap):
+                                                 output, ratio, hit, conc, rate, seed, overlap,
+                                                 recv):
+    """Random policies, SGLang's (mixed=False, recv_interval_steps > 1, overlap) among them:
+    with an interval the epochs stand aside and the general loop's two runs must agree."""
     pol = _policy(mixed=mixed, chunked=chunked, max_seqs=max_seqs, token_budget=token_budget,
                   total_blocks=blocks, block_tokens=bs, reserve_output=reserve,
-                  request_overhead_s=overhead, overlap=overlap)
+                  request_overhead_s=overhead, overlap=overlap, recv_interval_steps=recv)
     req = _requests(n=n, prompt=prompt, output=output, conc=conc, rate_rps=rate,
                     ratio=ratio, hit=hit, seed=seed)
     fast, ref = _both(req, pol)

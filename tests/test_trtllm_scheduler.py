@@ -95,14 +95,15 @@ def test_closed_loop_epochs_match_the_general_loop_and_finite():
 def test_only_the_pytorch_backend_of_trtllm_overlaps():
     """TensorRT-LLM docs (overlap-scheduler.md): "Enabled by default"; the 0.x C++ runtime
     (trtllm-trt) has no such loop; vLLM's async scheduling is on by default since 0.14.0
-    (vllm#27614); the other presets model none."""
-    assert ENGINES["vllm"].scheduler.overlap_scheduler
+    (vllm#27614); SGLang's event_loop_overlap since v0.4 (tests/test_sglang_overlap.py); the
+    other presets model none."""
+    assert ENGINES["vllm"].scheduler.overlap_scheduler and ENGINES["sglang"].scheduler.overlap_scheduler
     trt = ENGINES["trtllm"]
     assert trt.scheduler.overlap_scheduler and trt.server_scheduler.overlap_scheduler
     old = ENGINES["trtllm-trt"]
     assert not old.scheduler.overlap_scheduler and not old.server_scheduler.overlap_scheduler
     others = [e for k, e in ENGINES.items()
-              if not k.startswith("trtllm") and k != "vllm" and e.scheduler]
+              if not k.startswith("trtllm") and k not in ("vllm", "sglang") and e.scheduler]
     assert others and not any(e.scheduler.overlap_scheduler for e in others)
     assert SchedulerSpec().overlap_scheduler is False
 
@@ -111,8 +112,8 @@ def test_the_policy_carries_the_engine_flag():
     wl = ServeWorkload(arrival="closed", prompt_tokens=1024, output_tokens=128, concurrency=4)
     pol, _, _ = _policy(on_server(SC), wl)
     assert pol.overlap is True
-    sg, _, _ = resolve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="sglang")
-    assert _policy(on_server(sg), wl)[0].overlap is False
+    old, _, _ = resolve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="trtllm-trt")
+    assert _policy(on_server(old), wl)[0].overlap is False     # the 0.x C++ runtime: none
 
 
 # ------------------------------------------------------------------ a wave without chunking

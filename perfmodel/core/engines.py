@@ -157,11 +157,24 @@ VLLM_SCHEDULER = SchedulerSpec(
     small_gpu_max_num_batched_tokens=2048, overlap_scheduler=True,
     source="vllm/engine/arg_utils.py get_batch_defaults (V1, `vllm serve`); async scheduling "
            "on by default since 0.14.0 (vllm#27614)")
+# - SGLang overlap scheduler (Scheduler.event_loop_overlap, python/sglang/srt/managers/
+#   scheduler.py; the default loop since v0.4, LMSYS blog 2024-12-04, off only with
+#   --disable-overlap-schedule): each iteration receives requests, schedules and launches batch
+#   k, then processes batch k-1's results, blocking until k-1 finishes; so the next receive
+#   happens as batch k starts, and a request arriving while batch k runs is scheduled into
+#   batch k+2 (overlap_scheduler). server_args.py turns it off for hybrid Mamba/GDN models under
+#   the default --mamba-scheduler-strategy no_buffer with the radix cache on
+#   (_handle_mamba_radix_cache; not modelled: its exceptions for the trtllm_mha backend and
+#   speculative decoding, which drop the radix cache instead) and with pp_size > 1
+#   (_handle_pipeline_parallelism). Disaggregated prefill and decode workers run their own
+#   overlap loops (disaggregation/prefill.py event_loop_overlap_disagg_prefill, decode.py
+#   event_loop_overlap_disagg_decode).
 SGLANG_SCHEDULER = SchedulerSpec(
     max_num_batched_tokens=16384, chunked_prefill=True, mixed_prefill=False, prefill_first=True,
-    small_gpu_bytes=160 * GiB, small_gpu_max_num_batched_tokens=8192,
+    small_gpu_bytes=160 * GiB, small_gpu_max_num_batched_tokens=8192, overlap_scheduler=True,
+    overlap_off_linear_attention=True, overlap_off_pp=True, overlap_disagg_prefill=True,
     source="sglang server_args.py (chunked_prefill_size 8192 below 160 GiB, 16384 from 160 GiB; "
-           "enable_mixed_chunk off)")
+           "enable_mixed_chunk off); scheduler.py event_loop_overlap (on by default since v0.4)")
 # - TensorRT-LLM overlap scheduler (PyTorch backend, "Enabled by default. To disable, set
 #   disable_overlap_scheduler=True", docs features/overlap-scheduler.md; AIConfigurator's
 #   generator keeps it on for aggregated workers, rule_plugin/trtllm.rule `agg

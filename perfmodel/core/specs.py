@@ -210,6 +210,16 @@ class SchedulerSpec(Spec):
         default=False, description="The host schedules step k+1 while step k runs on the GPU "
         "(TensorRT-LLM overlap scheduler, vLLM async scheduling): a busy engine takes a request that arrives during "
         "step k into step k+2 at the earliest, one step later than a synchronous loop.")
+    overlap_off_linear_attention: bool = Field(
+        default=False, description="The engine runs its overlap scheduler synchronously for "
+        "models with linear-attention (Mamba/GDN) layers (SGLang: the default no_buffer state "
+        "cache beside the radix cache, server_args._handle_mamba_radix_cache).")
+    overlap_off_pp: bool = Field(
+        default=False, description="... and with pipeline parallelism (SGLang "
+        "_handle_pipeline_parallelism).")
+    overlap_disagg_prefill: bool = Field(
+        default=False, description="A disaggregated prefill worker keeps the overlap scheduler "
+        "(SGLang event_loop_overlap_disagg_prefill); False: off there (TensorRT-LLM ctx servers).")
     batch_wait_timeout_iters: int = Field(
         default=0, ge=0, description="TensorRT-LLM batch waiting (llm_args.py, default 0: off): "
         "while decodes run, the scheduled prompts are held for up to this many iterations ...")
@@ -240,6 +250,12 @@ class SchedulerSpec(Spec):
         if seqs is not None and self.seqs_divided_by_pp:
             seqs = max(1, seqs // pp)
         return seqs, tokens
+
+    def overlaps(self, model: "ModelSpec", pp: int = 1) -> bool:
+        """Whether the overlap scheduler runs for this model at this pipeline depth."""
+        return self.overlap_scheduler and not (
+            (self.overlap_off_linear_attention and model.num_linear_attention_layers > 0)
+            or (self.overlap_off_pp and pp > 1))
 
 
 class EngineProfile(Spec):

@@ -231,7 +231,9 @@ def simulate_disagg(pre: Scenario, dec: Scenario, pre_layout: PoolLayout, dec_la
         # disaggregated context server architectures" (TensorRT-LLM examples/disaggregated/
         # README.md, ctx config `disable_overlap_scheduler: True`; AIConfigurator's
         # rule_plugin/trtllm.rule sets the same for prefill workers).
-        pp = (replace(pp[0], overlap=False),) + pp[1:]
+        # SGLang's prefill workers keep theirs (SchedulerSpec.overlap_disagg_prefill).
+        if not pre.engine.scheduler.overlap_disagg_prefill:
+            pp = (replace(pp[0], overlap=False),) + pp[1:]
         dconc = None if wl.concurrency is None else math.ceil(min(wl.concurrency, n) / dec_layout.workers)
         dp = _plan(dec, dconc, prompt=P + 1, output=max(O - 1, 1),
                    share=math.ceil(n / dec_layout.workers), overhead=False,

@@ -262,8 +262,9 @@ class _Sim(KvBlocks):
         n = self.pol.recv_interval_steps
         if self.pending:   # the arrival is taken in at the first poll after it
             arrive = self.pending[0][0]
-            s = poll_steps(n, self.recv_ct, int(np.searchsorted(ends, arrive)) + 1)
-            s += int(self.pol.overlap and arrive > self.t)   # ... one step later (_release)
+            # the overlap scheduler sees it one step later (_release), then at the next poll
+            seen = int(np.searchsorted(ends, arrive)) + 1 + int(self.pol.overlap and arrive > self.t)
+            s = poll_steps(n, self.recv_ct, seen)
             if s > kk and kk < k:
                 kk = min(k, s)
                 self.budget.spend_decode(kk)
