@@ -123,3 +123,32 @@ def test_disaggregated_sglang_prefill_workers_keep_the_overlap():
     a, _ = simulate_disagg(sc, sc, one, one, wl)
     b, _ = simulate_disagg(sc_off, sc, one, one, wl)
     assert a[0].ttft_p50_s > b[0].ttft_p50_s
+
+
+def _qwen35_row(source: str) -> dict:
+    return dict(id="t", backend="sglang", backend_version="0.5.9",
+                model_path="Qwen/Qwen3.5-397B-A17B", system="b200_sxm", precision="fp8",
+                mode="agg", isl="1024", osl="1024", gemm_quant_mode="fp8", moe_quant_mode="fp8",
+                batch_size="8", tp_size="8", pp_size="1", attention_dp_size="1",
+                moe_tp_size="1", moe_ep_size="1", silicon_ttft_ms="100", silicon_tpot_ms="10",
+                source=source)
+
+
+def test_inferencemax_qwen35_rows_run_without_radix_cache_so_they_overlap():
+    """InferenceX qwen3.5_fp8_{b200,b300,h200}.sh pass --disable-radix-cache: the no_buffer
+    rule does not apply and the overlap stays on; an AIConfigurator row keeps the preset's
+    radix cache and runs synchronously."""
+    from perfmodel.analysis.validation.serving_map import map_serving_row
+    from perfmodel.analysis.validation.serving_predict import _with_recipe
+    from perfmodel.analysis.validation.serving_table import rows_from_dicts
+
+    imax = "db-dump/2026-04-27 measured 2026-04-18 image lmsysorg/sglang:v0.5.10.post1-cu130"
+    wl = ServeWorkload.make(arrival="closed", concurrency=8, prompt_tokens=1024,
+                            output_tokens=64, num_requests=16)
+    hyb, _, _ = resolve("qwen3.5-397b-a17b", "b200", engine="sglang", tp=8)
+    got = {}
+    for name, src in (("imax", imax), ("aic", "aic gap analysis")):
+        t = map_serving_row(rows_from_dicts("t", [_qwen35_row(src)])[0])
+        got[name] = t.recipe.radix_cache
+        got[name + "_overlap"] = _policy(_with_recipe(hyb, t.recipe), wl)[0].overlap
+    assert got == dict(imax=False, imax_overlap=True, aic=None, aic_overlap=False)

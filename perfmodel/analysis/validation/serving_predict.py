@@ -135,6 +135,8 @@ def _with_recipe(sc, recipe: Recipe):
                              ("adp_balance_timeout_iters", recipe.adp_balance_timeout_iters),
                              ("overlap_scheduler", recipe.overlap_scheduler))
            if v is not None}
+    if recipe.radix_cache is False:   # SGLang's no_buffer rule needs the radix cache on
+        upd["overlap_off_linear_attention"] = False
     if upd:
         sched = out.engine.scheduler.model_copy(update=upd)
         out = replace(out, engine=out.engine.model_copy(update={"scheduler": sched}))

@@ -200,6 +200,9 @@ class Recipe(BaseModel):
     overlap_scheduler: bool | None = Field(
         default=None, description="The engine version plans step n+1 while step n runs "
         "(vLLM async scheduling from 0.14.0: serving_recipe_vllm.py; None: the preset's).")
+    radix_cache: bool | None = Field(
+        default=None, description="SGLang's radix (prefix) cache; False: --disable-radix-cache, "
+        "so a hybrid linear-attention model keeps the overlap scheduler (None: the preset's, on).")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
@@ -208,7 +211,8 @@ class Recipe(BaseModel):
                 self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens,
                 self.chunked_prefill, self.batch_wait_timeout_iters,
                 self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters,
-                self.kv_memory_fraction, self.prefill_attention, self.overlap_scheduler)
+                self.kv_memory_fraction, self.prefill_attention, self.overlap_scheduler,
+                self.radix_cache)
 
 
 def _aic_sglang(prompt: int, version: str | None, disagg: bool) -> Recipe | None:
@@ -376,6 +380,10 @@ def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, g
         if dsr1 is not None:
             fields.update(dsr1[0])
             notes.append(dsr1[1])
+        if engine == "sglang" and (model or "").startswith("qwen3.5"):
+            fields["radix_cache"] = False
+            notes.append("engine: --disable-radix-cache (InferenceX qwen3.5_fp8_{b200,b300,h200}"
+                         ".sh), so SGLang keeps its overlap scheduler for this hybrid model")
         if graphs is not None:
             notes.append(f"engine: CUDA graphs for decode batches up to {graphs} (InferenceX "
                          f"{engine} script for {gpu})")
