@@ -37,9 +37,7 @@ JSON (schema_version 1): env, args, check, records [...], elapsed_s.
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import statistics
 import sys
 import time
 
@@ -52,6 +50,7 @@ except ImportError:
     torch = F = None
 
 from bench_env import env_section, log, nvidia_smi, one_line, write_json  # noqa: E402
+from layer_timing import host_waits, measure_layer, run_layer  # noqa: E402
 
 try:
     from fla.modules.causal_conv1d.ops import causal_conv1d as fla_conv
@@ -66,13 +65,6 @@ CHUNK = 64                     # chunk_gated_delta_rule's chunk size (BT = 64)
 SHAPES = ((1, 1024), (1, 2048), (1, 4096), (1, 8192), (1, 16384), (4, 1024), (4, 8192),
           (16, 1024))          # (prompts, tokens each)
 TPS = (4, 8)
-SLEEP_CYCLES_PER_S = 1.98e9    # SM clock ~1.98 GHz (H200): torch.cuda._sleep counts cycles
-SYNC_SLEEP_S = 0.05            # a long head start: an enqueue that outlasts half of it waited
-
-
-def _sleep(s: float, cuda: bool):
-    if cuda and s > 0:
-        torch.cuda._sleep(int(s * SLEEP_CYCLES_PER_S))
 
 
 def torch_chunk_gdn(q, k, v, g, beta, chunk: int = CHUNK):
@@ -177,91 +169,13 @@ def layer_ops(s: dict):
     return [("conv", conv), ("gate", gate), ("core", core), ("norm", norm)]
 
 
-def run_layer(ops, s):
-    for _, fn in ops:
-        fn(s)
-
-
 def measure(s: dict, reps: int, cuda: bool) -> dict:
     ops = layer_ops(s)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
     for _ in range(3):
         run_layer(ops, s)
-    sync()
-    t0 = time.perf_counter()
-    run_layer(ops, s)
-    sync()
-    est = time.perf_counter() - t0
-    per_op = {n: [] for n, _ in ops}
-    host_op = {n: [] for n, _ in ops}
-    for _ in range(reps):             # per-op GPU time: the layer queued behind a sleep
-        if cuda:
-            ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(ops) + 1)]
-            _sleep(2 * est + 2e-3, cuda)
-            ev[0].record()
-            for i, (n, fn) in enumerate(ops):
-                t = time.perf_counter()
-                fn(s)
-                host_op[n].append(time.perf_counter() - t)
-                ev[i + 1].record()
-            sync()
-            for i, (n, _) in enumerate(ops):
-                per_op[n].append(ev[i].elapsed_time(ev[i + 1]) / 1e3)
-        else:
-            for n, fn in ops:
-                t = time.perf_counter()
-                fn(s)
-                per_op[n].append(time.perf_counter() - t)
-    host_sync = None
-    if cuda:                          # does enqueueing the layer wait for the GPU?
-        _sleep(SYNC_SLEEP_S, cuda)
-        t = time.perf_counter()
-        run_layer(ops, s)
-        host_sync = (time.perf_counter() - t) > SYNC_SLEEP_S / 2
-        sync()
-    loop = max(4, min(32, int(0.2 / max(est, 1e-6))))
-    gpu, wall, issue = [], [], []
-    for _ in range(5):
-        if cuda:
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            _sleep(2 * loop * est + 2e-3, cuda)
-            a.record()
-            for _ in range(loop):
-                run_layer(ops, s)
-            b.record()
-            sync()
-            gpu.append(a.elapsed_time(b) / 1e3 / loop)
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(loop):
-            run_layer(ops, s)
-        t1 = time.perf_counter()
-        sync()
-        wall.append((time.perf_counter() - t0) / loop)
-        issue.append((t1 - t0) / loop)
-    rec = {"ops_s": {n: statistics.median(v) for n, v in per_op.items()},
-           "ops_host_s": {n: statistics.median(v) for n, v in host_op.items() if v},
-           "layer_wall_s": statistics.median(wall), "layer_issue_s": statistics.median(issue),
-           "layer_gpu_s": statistics.median(gpu) if gpu else None, "loop": loop,
-           "host_sync": host_sync}
-    rec["ops_sum_s"] = sum(rec["ops_s"].values())
-    rec["kernels"] = count_kernels(ops, s, cuda)
+    rec = measure_layer(ops, s, reps, cuda)
+    rec["host_sync"] = host_waits(ops, s, cuda)   # does enqueueing the layer wait for the GPU?
     return rec
-
-
-def count_kernels(ops, s, cuda: bool) -> dict | None:
-    """CUDA kernels, memcpy and memset of one layer, per op (torch.profiler)."""
-    if not cuda:
-        return None
-    from torch.profiler import ProfilerActivity, profile
-    out = {}
-    for n, fn in ops:
-        with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
-            fn(s)
-            torch.cuda.synchronize()
-        out[n] = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    out["total"] = sum(out.values())
-    return out
 
 
 def check(dev: str) -> dict:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -49,17 +48,12 @@ except ImportError:
     torch = F = None
 
 from bench_env import env_section, log, nvidia_smi, one_line, write_json  # noqa: E402
+from layer_timing import measure_layer  # noqa: E402
 import moe_triton as mt  # noqa: E402
 from moe_layer_ops import (CFG, MODELS, SHARDS, Shard, align, layer_ops, moe_gemm,  # noqa: E402
                            run_layer)
 
 TOKENS = (64, 1024, 8192)
-SLEEP_CYCLES_PER_S = 1.98e9   # SM clock ~1.98 GHz (H200): torch.cuda._sleep counts cycles
-
-
-def _sleep(s: float, cuda: bool):
-    if cuda and s > 0:
-        torch.cuda._sleep(int(s * SLEEP_CYCLES_PER_S))
 
 
 def measure(sh: Shard, T: int, reps: int, cuda: bool) -> dict:
@@ -68,78 +62,13 @@ def measure(sh: Shard, T: int, reps: int, cuda: bool) -> dict:
          "res": torch.zeros(T, sh.D, device=sh.dev, dtype=torch.bfloat16)}
     if sh.E:   # uniform random top-k, distinct experts per token (bench_moe_prefill.routing)
         s["route"] = torch.rand(T, sh.E, device=sh.dev).topk(sh.k, dim=1).indices
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
     for _ in range(3):
         run_layer(ops, s)
         s["x"] = s["x"] / (s["x"].abs().amax() + 1)
-    sync()
-    t0 = time.perf_counter()
-    run_layer(ops, s)
-    sync()
-    est = time.perf_counter() - t0
-    per_op = {n: [] for n, _ in ops}
-    host_op = {n: [] for n, _ in ops}
-    for _ in range(reps):             # per-op GPU time: the whole layer queued behind a sleep
-        if cuda:
-            ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(ops) + 1)]
-            _sleep(2 * est + 2e-3, cuda)
-            ev[0].record()
-            for i, (n, fn) in enumerate(ops):
-                t = time.perf_counter()
-                fn(s)
-                host_op[n].append(time.perf_counter() - t)
-                ev[i + 1].record()
-            sync()
-            for i, (n, _) in enumerate(ops):
-                per_op[n].append(ev[i].elapsed_time(ev[i + 1]) / 1e3)
-        else:
-            for n, fn in ops:
-                t = time.perf_counter()
-                fn(s)
-                per_op[n].append(time.perf_counter() - t)
-    loop = max(4, min(32, int(0.2 / max(est, 1e-6))))
-    gpu, wall, issue = [], [], []
-    for _ in range(5):
-        if cuda:                      # GPU: loop queued behind a sleep
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            _sleep(2 * loop * est + 2e-3, cuda)
-            a.record()
-            for _ in range(loop):
-                run_layer(ops, s)
-            b.record()
-            sync()
-            gpu.append(a.elapsed_time(b) / 1e3 / loop)
-        sync()
-        t0 = time.perf_counter()      # wall and host issue: no head start
-        for _ in range(loop):
-            run_layer(ops, s)
-        t1 = time.perf_counter()
-        sync()
-        wall.append((time.perf_counter() - t0) / loop)
-        issue.append((t1 - t0) / loop)
-    rec = {"ops_s": {n: statistics.median(v) for n, v in per_op.items()},
-           "layer_wall_s": statistics.median(wall), "layer_issue_s": statistics.median(issue),
-           "layer_gpu_s": statistics.median(gpu) if gpu else None, "loop": loop}
-    rec["ops_sum_s"] = sum(rec["ops_s"].values())
-    rec["ops_host_s"] = {n: statistics.median(v) for n, v in host_op.items() if v}
+    rec = measure_layer(ops, s, reps, cuda)
     if sh.E:
         rec["experts_touched"] = int(torch.unique(s["route"]).numel())
-    rec["kernels"] = count_kernels(ops, s, cuda)
     return rec
-
-
-def count_kernels(ops, s, cuda: bool) -> dict | None:
-    """CUDA kernels, memcpy and memset of one layer, per op (torch.profiler)."""
-    if not cuda:
-        return None
-    from torch.profiler import ProfilerActivity, profile, record_function
-    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
-        for n, fn in ops:
-            with record_function("op::" + n):
-                fn(s)
-        torch.cuda.synchronize()
-    total = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    return {"total": total}
 
 
 def check(dev: str) -> dict:

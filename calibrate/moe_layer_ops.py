@@ -15,6 +15,7 @@ except ImportError:
     torch = F = None
 
 import moe_triton as mt  # noqa: E402
+from layer_timing import run_layer  # noqa: E402,F401 (the benches import it from here)
 
 # (D, q heads, kv heads, head_dim, rotary_dim, E, top_k, expert F (or dense F), qk_norm, router)
 # from each model's config.json (perfmodel/core/catalog/*.yaml)
@@ -217,8 +218,3 @@ def _moe_ops(sh: Shard, T: int):
         s["x"] = (s["dn"].view(T, k, D) * s["w"].to(torch.bfloat16)[..., None]).sum(1)
     return [("router", router), ("topk", topk), ("align", align_), ("gate_up", gate_up),
             ("act", act), ("down", down), ("combine", combine)]
-
-
-def run_layer(ops, s):
-    for _, fn in ops:
-        fn(s)
