@@ -210,16 +210,11 @@ class SchedulerSpec(Spec):
         default=False, description="The host schedules step k+1 while step k runs on the GPU "
         "(TensorRT-LLM overlap scheduler, vLLM async scheduling): a busy engine takes a request that arrives during "
         "step k into step k+2 at the earliest, one step later than a synchronous loop.")
-    overlap_off_linear_attention: bool = Field(
-        default=False, description="The engine runs its overlap scheduler synchronously for "
-        "models with linear-attention (Mamba/GDN) layers (SGLang: the default no_buffer state "
-        "cache beside the radix cache, server_args._handle_mamba_radix_cache).")
-    overlap_off_pp: bool = Field(
-        default=False, description="... and with pipeline parallelism (SGLang "
-        "_handle_pipeline_parallelism).")
-    overlap_disagg_prefill: bool = Field(
-        default=False, description="A disaggregated prefill worker keeps the overlap scheduler "
-        "(SGLang event_loop_overlap_disagg_prefill); False: off there (TensorRT-LLM ctx servers).")
+    overlap_off_linear_attention: bool = Field(default=False, description="No overlap for "
+        "models with linear-attention layers (SGLang: no_buffer Mamba state + radix cache).")
+    overlap_off_pp: bool = Field(default=False, description="No overlap with pp > 1 (SGLang).")
+    overlap_disagg_prefill: bool = Field(default=False, description="Disaggregated prefill "
+        "workers keep the overlap (SGLang); False: off there (TensorRT-LLM ctx servers).")
     batch_wait_timeout_iters: int = Field(
         default=0, ge=0, description="TensorRT-LLM batch waiting (llm_args.py, default 0: off): "
         "while decodes run, the scheduled prompts are held for up to this many iterations ...")
