@@ -364,16 +364,17 @@ def list_engines() -> list[EngineProfile]:
 VLLM_NATIVE_PREFILL_SINCE = (0, 11, 1)
 
 
-def _release(version: str | None) -> tuple[int, ...] | None:
-    """'0.10.2' / 'v0.19.0' / '0.11.0rc1' -> (0, 10, 2) ...; None for nightlies and the unknown."""
+def release_of(version: str | None) -> tuple[int, int, int] | None:
+    """An engine version's release number: '0.10.2' / 'v0.19.0' / '0.11.0rc1' -> (0, 10, 2) ...,
+    '0.14' -> (0, 14, 0); None for nightlies and the unknown."""
     found = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", (version or "").strip().lower())
-    return tuple(int(g) for g in found.groups() if g is not None) if found else None
+    return tuple(int(g or 0) for g in found.groups()) if found else None
 
 
 def vllm_prefill_attention(version: str | None) -> str | None:
     """'fa2' for a vLLM release before VLLM_NATIVE_PREFILL_SINCE, 'native' from it, None when
     the version is not a release number (nightly builds, unknown): the preset's default."""
-    release = _release(version)
+    release = release_of(version)
     if release is None:
         return None
     return "fa2" if release < VLLM_NATIVE_PREFILL_SINCE else "native"

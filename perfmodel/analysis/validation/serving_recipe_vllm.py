@@ -17,11 +17,10 @@ preset's default, and its assumptions say so.
 
 from __future__ import annotations
 
-import re
+from perfmodel.core.engines import release_of
 
 # First vLLM release with async scheduling on by default (vllm#27614; module docstring).
 VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
-_RELEASE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def vllm_async_scheduling(version: str | None, *, before_merge: bool = False
@@ -30,9 +29,8 @@ def vllm_async_scheduling(version: str | None, *, before_merge: bool = False
     `before_merge`: the row has no version but was measured before vllm#27614 merged.
     None: the preset's default (on)."""
     v = (version or "").strip().lower()
-    m = _RELEASE.match(v)
-    if m:
-        release = tuple(int(x or 0) for x in m.groups())
+    release = release_of(v)
+    if release is not None:
         on = release >= VLLM_ASYNC_SCHEDULING_SINCE
         return on, (f"engine: vLLM {v} {'runs' if on else 'predates'} async scheduling "
                     "(a new request joins one step late; default since 0.14.0, vllm#27614)")
