@@ -21,12 +21,14 @@ preempted, admit waiting ones while budget, sequences and blocks last; a decode 
 the first waiting request could start, else a run to the next event) and prices through the
 same calls (StepCost.step_s, _Sim._run_steps), so the trace is the same
 (tests/test_decode_epoch.py runs both). Each step keeps _Sim.prev_t (when it began) as the
-general loop does, so with an overlap scheduler (Policy.overlap: TensorRT-LLM's, vLLM's async
-scheduling) an arrival during step n joins step n + 2 here too (_Sim._release). A sequence leaving the batch, and every one at the
-end, gets its context, blocks and tokens written back. The epoch hands back to the general
-loop before anything else: a token budget below the decoders, a batch that would empty,
-a step with nothing to run, static batching, polling every n steps, batch waiting, and a
-Policy with a parameter it does not know (POLICY_FIELDS): a scheduler rule added to _Sim is not silently skipped here.
+general loop does, so with an overlap scheduler (Policy.overlap: TensorRT-LLM's and SGLang's
+overlap loops, vLLM's async scheduling) an arrival during step n joins step n + 2 here too
+(_Sim._release). A sequence leaving the batch, and every one at the end, gets its context,
+blocks and tokens written back. The epoch hands back to the general loop before anything
+else: a token budget below the decoders, a batch that would empty, a step with nothing to
+run, static batching, polling every n steps, batch waiting, attention-DP balance, and a
+Policy with a parameter it does not know (POLICY_FIELDS): a scheduler rule added to _Sim is
+not silently skipped here.
 """
 
 from __future__ import annotations
