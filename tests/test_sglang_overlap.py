@@ -13,7 +13,6 @@ prefill workers run their own overlap loop (event_loop_overlap_disagg_prefill)."
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -26,7 +25,7 @@ from perfmodel.serving import stepcost
 from perfmodel.serving.scheduler import Policy, simulate
 from perfmodel.serving.simulate import _policy, on_server
 from perfmodel.serving.workload import ServeWorkload
-from two_requests import B_PROMPT, a_steps, a_then_b
+from two_requests import B_PROMPT, a_steps, a_then_b, disagg_with_overlap_off
 
 SC, _, _ = resolve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="sglang")
 COST = stepcost.build(SC, max_rows=4096, max_seqs=64, max_chunk=2048, max_context=4096)
@@ -112,17 +111,8 @@ def test_disaggregated_sglang_prefill_workers_keep_the_overlap():
     """Unlike TensorRT-LLM's context servers, an SGLang prefill worker runs
     event_loop_overlap_disagg_prefill: its prefill pool prices differently from one whose
     scheduler has the overlap off."""
-    from perfmodel.serving.disagg import PoolLayout, simulate_disagg
-
-    sc = on_server(SC)
-    off = sc.engine.scheduler.model_copy(update=dict(overlap_scheduler=False))
-    sc_off = replace(sc, engine=sc.engine.model_copy(update={"scheduler": off}))
-    one = PoolLayout(workers=1, tp=1)
-    wl = [ServeWorkload.make(arrival="poisson", rate_rps=20.0, prompt_tokens=3000,
-                             output_tokens=64, num_requests=40)]
-    a, _ = simulate_disagg(sc, sc, one, one, wl)
-    b, _ = simulate_disagg(sc_off, sc, one, one, wl)
-    assert a[0].ttft_p50_s > b[0].ttft_p50_s
+    a, b, _ = disagg_with_overlap_off(on_server(SC))
+    assert a.ttft_p50_s > b.ttft_p50_s
 
 
 def _qwen35_row(source: str) -> dict:

@@ -25,7 +25,7 @@ from perfmodel.serving import stepcost
 from perfmodel.serving.scheduler import Policy, simulate
 from perfmodel.serving.simulate import _policy, on_server
 from perfmodel.serving.workload import Requests, ServeWorkload
-from two_requests import A_PROMPT, B_PROMPT, a_steps, a_then_b
+from two_requests import A_PROMPT, B_PROMPT, a_steps, a_then_b, disagg_with_overlap_off
 
 SC, _, _ = resolve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="trtllm")
 COST = stepcost.build(SC, max_rows=4096, max_seqs=64, max_chunk=2048, max_context=4096)
@@ -165,18 +165,6 @@ def test_disaggregated_context_servers_run_without_the_overlap_scheduler():
     supported in disaggregated context server architectures", examples/disaggregated/README.md),
     so a prefill pool of the `trtllm` preset prices exactly as one whose scheduler has the
     overlap off, while its decode pool keeps it."""
-    from dataclasses import replace
-
-    from perfmodel.serving.disagg import PoolLayout, simulate_disagg
-
-    sc = on_server(SC)
-    off = sc.engine.scheduler.model_copy(update=dict(overlap_scheduler=False))
-    sc_off = replace(sc, engine=sc.engine.model_copy(update={"scheduler": off}))
-    one = PoolLayout(workers=1, tp=1)
-    wl = [ServeWorkload.make(arrival="poisson", rate_rps=20.0, prompt_tokens=3000,
-                             output_tokens=64, num_requests=40)]
-    a, _ = simulate_disagg(sc, sc, one, one, wl)
-    b, _ = simulate_disagg(sc_off, sc, one, one, wl)
-    c, _ = simulate_disagg(sc, sc_off, one, one, wl)
-    assert a[0].ttft_p50_s == b[0].ttft_p50_s and a[0].ttft_p90_s == b[0].ttft_p90_s
-    assert c[0].tpot_p50_s != a[0].tpot_p50_s or c[0].ttft_p50_s != a[0].ttft_p50_s  # decode keeps it
+    a, b, c = disagg_with_overlap_off(on_server(SC))
+    assert a.ttft_p50_s == b.ttft_p50_s and a.ttft_p90_s == b.ttft_p90_s
+    assert c.tpot_p50_s != a.tpot_p50_s or c.ttft_p50_s != a.ttft_p50_s  # decode keeps it
