@@ -13,7 +13,6 @@ prefill workers run their own overlap loop (event_loop_overlap_disagg_prefill)."
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from hypothesis import given
