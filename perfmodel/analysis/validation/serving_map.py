@@ -13,7 +13,8 @@ General rules only (nothing here names a row, a model or a measured value):
 - weights: the MoE quant mode for MoE models (experts hold most of the bytes), the GEMM quant
   mode otherwise; with both empty the precision column, then the checkpoint suffix, else bf16.
   QUANT_MODES gives the formats; KV precision is not in the file: fp8 for fp8/fp4 weights,
-  else bf16, stated in each row's assumptions (data/serving/README.md);
+  else bf16, unless the engine picks its own for the model and GPU (serving_kv.py), stated
+  in each row's assumptions (data/serving/README.md);
 - parallelism: tp, pp, and for MoE models ep = moe_ep_size; attention data parallelism is the
   stated attention_dp_size, or when unstated moe_tp x moe_ep / tp (the GPUs the experts span
   beyond the attention TP group). MoE columns of dense models are ignored;
@@ -38,6 +39,7 @@ from perfmodel.core.errors import PerfModelError
 from perfmodel.core.hardware import list_gpus, load_gpu
 from perfmodel.core.specs import ModelSpec, Precision, parse_format
 from perfmodel.analysis.validation.names import engine_id, model_id
+from perfmodel.analysis.validation.serving_kv import engine_kv
 from perfmodel.analysis.validation.serving_map_disagg import (ROLES, RoleView, concurrency,
                                                                expert_span, max_batch, workers)
 from perfmodel.analysis.validation.serving_recipe import Recipe, inferencemax_twins, recipe_for
@@ -248,18 +250,21 @@ class Lookups:
     def __init__(self) -> None:
         self._gpu: dict[str, tuple[str | None, str]] = {}
         self._model: dict[str, tuple[ModelSpec | None, str | None, str]] = {}
-        self._server: dict[str, int] = {}
+        self._hw: dict = {}
 
     def gpu(self, system: str) -> tuple[str | None, str]:
         if system not in self._gpu:
             self._gpu[system] = gpu_for_system(system)
         return self._gpu[system]
 
+    def hardware(self, gpu: str):
+        if gpu not in self._hw:
+            self._hw[gpu] = load_gpu(gpu)
+        return self._hw[gpu]
+
     def server_gpus(self, gpu: str) -> int:
         """GPUs in one server of this card (hardware_db gpus_per_node; 8, an HGX board)."""
-        if gpu not in self._server:
-            self._server[gpu] = load_gpu(gpu).gpus_per_node or 8
-        return self._server[gpu]
+        return self.hardware(gpu).gpus_per_node or 8
 
     def model(self, repo: str) -> tuple[ModelSpec | None, str | None, str]:
         if repo not in self._model:
@@ -316,6 +321,9 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
     kv = "fp8" if low_bits else "bf16"
     kv_note = (f"KV cache {kv} assumed ({'fp8/fp4' if low_bits else '16-bit'} weights; "
                "KV precision is not stated per row)")
+    own = engine_kv(engine, spec, look.hardware(gpu))   # the engine's own default, if it has one
+    if own is not None:
+        kv, kv_note = own
     tp, pp, ep, dp, factor, p_notes = par
     conc *= factor
     recipe = recipe_for(r.get("source"), engine, prompt, concurrency=conc, gpu=gpu,

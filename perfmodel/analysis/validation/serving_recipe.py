@@ -89,6 +89,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from perfmodel.analysis.validation.serving_provenance import (  # noqa: F401 (re-exported)
     AIC_COPIED_IMAGE_TAG, Family, _llama70b_import, copied_from_inferencemax, family,
     inferencemax_twins)
+from perfmodel.analysis.validation.serving_kv import inferencemax_sglang_mem_fraction
 from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_recipe
 from perfmodel.analysis.validation.serving_recipe_vllm import vllm_async_scheduling
 from perfmodel.analysis.validation.serving_versions import vllm_prefill_kernels
@@ -195,8 +196,9 @@ class Recipe(BaseModel):
         default=None, description="Prompt-step attention kernels of the engine version that "
         "ran (EngineProfile.prefill_attention; None: the preset's).")
     kv_memory_fraction: float | None = Field(
-        default=None, gt=0, le=1, description="Share of the memory left free that the KV pool "
-        "takes (TensorRT-LLM kv_cache_config free_gpu_memory_fraction; None: the preset's).")
+        default=None, gt=0, le=1, description="The engine's memory share for its KV pool "
+        "(TensorRT-LLM free_gpu_memory_fraction of the memory left free, SGLang "
+        "--mem-fraction-static of the device; None: the preset's).")
     overlap_scheduler: bool | None = Field(
         default=None, description="The engine version plans step n+1 while step n runs "
         "(vLLM async scheduling from 0.14.0: serving_recipe_vllm.py; None: the preset's).")
@@ -384,6 +386,10 @@ def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, g
             fields["radix_cache"] = False
             notes.append("engine: --disable-radix-cache (InferenceX qwen3.5_fp8_{b200,b300,h200}"
                          ".sh), so SGLang keeps its overlap scheduler for this hybrid model")
+        mem = None if disagg else inferencemax_sglang_mem_fraction(engine, model, gpu)
+        if mem is not None:
+            fields["kv_memory_fraction"], note = mem
+            notes.append(note)
         if graphs is not None:
             notes.append(f"engine: CUDA graphs for decode batches up to {graphs} (InferenceX "
                          f"{engine} script for {gpu})")
