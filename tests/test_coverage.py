@@ -148,8 +148,11 @@ def test_linear_layers_never_grow_with_context(S, B):
 
 def test_dsa_kv_bytes_per_token_by_hand():
     m = load_model("glm-5")
-    # GLM-5 config: latent 512 + rope 64, plus the indexer key of 128, in bf16, 78 layers
-    assert kv_cache_bytes(m, BF16, batch=1, context=1000) == pytest.approx(1000 * 78 * (512 + 64 + 128) * 2)
+    # GLM-5 config: latent 512 + rope 64 in bf16, 78 layers, plus the indexer key of 128 in fp8
+    # with one fp32 scale (DeepSeek-V3.2-Exp inference/model.py: k_cache float8_e4m3fn,
+    # k_scale_cache float32 per 128)
+    assert kv_cache_bytes(m, BF16, batch=1, context=1000) == pytest.approx(
+        1000 * 78 * ((512 + 64) * 2 + 128 + 4))
 
 
 def test_dsa_attention_is_capped_at_topk_while_the_indexer_reads_everything():
@@ -161,7 +164,8 @@ def test_dsa_attention_is_capped_at_topk_while_the_indexer_reads_everything():
     assert att[10_000].cost.flops == pytest.approx(2048 * 2 * 128 * (2 * 512 + 64) * 61)
     # indexer: 2 * 64 heads * 128 dims per visible token, S + 1 tokens
     assert idx[100_000].cost.flops == pytest.approx(100_001 * 2 * 64 * 128 * 61)
-    assert idx[100_000].cost.kv_read_bytes == pytest.approx(100_001 * 128 * 2 * 61)
+    # every cached index key read once: 128 fp8 values + one fp32 scale, whatever the KV format
+    assert idx[100_000].cost.kv_read_bytes == pytest.approx(100_001 * (128 + 4) * 61)
 
 
 @given(S=st.integers(0, 1 << 20))

@@ -18,8 +18,9 @@ from perfmodel.core.catalog import load_model
 from perfmodel.core.hardware import load_gpu
 
 # GLM-5 (catalog glm-5.yaml, from zai-org/GLM-5 config.json): 78 layers, MLA kv rank 512 +
-# rope 64, DSA indexer key 128; the latent is one "head" every TP rank keeps whole.
-GLM5_LAYERS, GLM5_KV_VALUES = 78, 512 + 64 + 128
+# rope 64 (one latent every TP rank keeps whole), and the DSA index key of 128 fp8 values with
+# one fp32 scale in any KV format (core/ops.py index_key_bytes).
+GLM5_LAYERS, GLM5_LATENT, GLM5_INDEX_KEY_BYTES = 78, 512 + 64, 128 + 4
 H200_BYTES = 151.397597184e9       # hardware_db/h200-sxm.yaml: 141 GiB
 
 
@@ -90,24 +91,27 @@ def _pool_tokens(kv: str, fraction: float | None) -> int:
 
 
 def test_glm5_h200_pool_by_hand():
-    """A bf16 token is 78 x 704 x 2 = 109,824 bytes per GPU (fp8: half), so the same bytes hold
-    half the tokens; the script's 0.85 against the preset's 0.88 takes 0.03 x 141 GiB =
-    4.54 GB off the pool: 4.54e9 / 109,824 = 41,357 tokens fewer (one token of rounding)."""
-    per_token = GLM5_LAYERS * GLM5_KV_VALUES * 2
-    assert per_token == 109_824
+    """A bf16 token is 78 x (576 x 2 + 132) = 100,152 bytes on each GPU, an fp8 one 78 x (576 +
+    132) = 55,224, so the same bytes hold 55,224 / 100,152 as many bf16 tokens; the script's
+    0.85 against the preset's 0.88 takes 0.03 x 141 GiB = 4.54 GB off the pool: 4.54e9 /
+    100,152 = 45,351 tokens fewer (one token of rounding)."""
+    bf16_token = GLM5_LAYERS * (GLM5_LATENT * 2 + GLM5_INDEX_KEY_BYTES)
+    fp8_token = GLM5_LAYERS * (GLM5_LATENT + GLM5_INDEX_KEY_BYTES)
+    assert (bf16_token, fp8_token) == (100_152, 55_224)
     fp8, bf16 = _pool_tokens("fp8", None), _pool_tokens("bf16", None)
-    assert bf16 == pytest.approx(fp8 / 2, abs=1)
-    drop = _pool_tokens("bf16", None) - _pool_tokens("bf16", 0.85)
-    assert drop == pytest.approx(0.03 * H200_BYTES / per_token, abs=1)
+    assert bf16 / fp8 == pytest.approx(fp8_token / bf16_token, abs=1 / bf16)
+    drop = bf16 - _pool_tokens("bf16", 0.85)
+    assert drop == pytest.approx(0.03 * H200_BYTES / bf16_token, abs=1)
 
 
 def test_the_pool_admits_what_fits_beside_the_running_prompts():
-    """A closed loop of 64 fixed 8192/1024 requests on that bf16 pool at 0.85 (286,220 tokens,
-    the test above's numbers): each running request holds at least its 8,192 prompt tokens, so
-    at most 34 run at once (35 x 8,192 = 286,720 does not fit) and the other 30 queue."""
+    """A closed loop of 64 fixed 8192/1024 requests on that bf16 pool at 0.85: each running
+    request holds at least its 8,192 prompt tokens, so at most floor(pool / 8,192) run at
+    once (a pool of ~314k tokens: 38; 39 x 8,192 = 319,488) and the rest queue for a whole
+    generation; with the fp8 pool at the preset's share (~651k tokens) all 64 run."""
     from perfmodel.serving.report import serve_report   # noqa: PLC0415
-    q, sc, warnings, assumptions = _glm5_h200("bf16", 0.85)
-    p = serve_report(q, sc, warnings, assumptions, concurrencies=[64]).points[0]
-    tokens = p.kv_capacity_tokens
-    assert tokens // 8192 == 34
-    assert p.max_running == tokens // 8192
+    for kv, frac in (("bf16", 0.85), ("fp8", None)):
+        q, sc, warnings, assumptions = _glm5_h200(kv, frac)
+        p = serve_report(q, sc, warnings, assumptions, concurrencies=[64]).points[0]
+        assert p.max_running == min(64, p.kv_capacity_tokens // 8192), kv
+    assert p.max_running == 64   # the fp8 pool: 64 x 9,216 tokens fit

@@ -15,6 +15,8 @@ DeepSeek-V2 paper sec. 2.1 (MLA, absorbed projections); Mixtral paper (top-k rou
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from perfmodel.core.op_types import FloatArray, Op, OpCost, OpKind, total  # noqa: F401 (re-exported)
@@ -27,14 +29,29 @@ from perfmodel.core.params import attention_matrices
 from perfmodel.core.specs import ModelSpec, Precision
 
 
+INDEX_KEY_BLOCK = 128      # values per fp32 scale of a cached DSA index key
+INDEX_KEY_SCALE_BYTES = 4  # one fp32 scale per block
+
+
+def index_key_bytes(m: ModelSpec) -> float:
+    """Bytes of one cached DSA indexer key, whatever the KV format: index_head_dim fp8 values
+    plus an fp32 scale per 128 (DeepSeek-V3.2-Exp inference/model.py Indexer: k_cache in
+    float8_e4m3fn, k_scale_cache float32 per block_size 128; SGLang's NSA pool keeps the same
+    index_k_with_scale buffer beside a bf16 or fp8 latent). 0 without DSA."""
+    if m.sparse_attention is None:
+        return 0.0
+    d = m.sparse_attention.index_head_dim
+    return d * 1.0 + math.ceil(d / INDEX_KEY_BLOCK) * INDEX_KEY_SCALE_BYTES
+
+
 def kv_bytes_per_token_layer(m: ModelSpec, p: Precision) -> float:
     """Bytes cached per token per softmax-attention layer: 2*K*H*bytes (K and V), or MLA's
     latent (kv_lora_rank + qk_rope_head_dim)*bytes (DeepSeek-V2 sec. 2.1.2), plus a DSA
-    indexer key of index_head_dim (kept in the KV format here; DeepSeek stores it in fp8)."""
-    index = m.sparse_attention.index_head_dim if m.sparse_attention is not None else 0
+    indexer key (index_key_bytes: fp8 with its scales in any KV format)."""
     if m.mla is not None:
-        return (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim + index) * p.kv.bytes_per_element
-    return (2 * m.num_kv_heads * m.head_dim + index) * p.kv.bytes_per_element
+        return ((m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * p.kv.bytes_per_element
+                + index_key_bytes(m))
+    return 2 * m.num_kv_heads * m.head_dim * p.kv.bytes_per_element + index_key_bytes(m)
 
 
 def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
@@ -133,7 +150,7 @@ def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
     result = linear_attention(m, p, B, T)
     if m.sparse_attention is not None:
         result.append(_indexer(m, p, B, T, S, m.num_full_attention_layers))
-        index_tok = m.sparse_attention.index_head_dim * p.kv.bytes_per_element
+        index_tok = index_key_bytes(m)
     for n_layers, window in groups:
         if n_layers == 0:
             continue
@@ -221,7 +238,7 @@ def _indexer(m: ModelSpec, p: Precision, B, T, S, n_layers: int) -> Op:
     INDEXER_KERNELS kernels per layer."""
     sa = m.sparse_attention
     pairs = T * S + T * (T + 1) / 2
-    key_bytes = sa.index_head_dim * p.kv.bytes_per_element
+    key_bytes = index_key_bytes(m)
     return Op("indexer", "attention",
               OpCost(flops=B * pairs * 2.0 * sa.index_n_heads * sa.index_head_dim * n_layers,
                      act_bytes=B * T * sa.index_n_heads * sa.index_head_dim * ACT_BYTES * n_layers,

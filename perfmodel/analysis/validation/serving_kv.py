@@ -20,9 +20,8 @@ for fp8/fp4 weights, else bf16. Two rules refine it with what the engine and the
 - Pool share. The same H200 script launches `--mem-fraction-static 0.85` (the sglang preset
   keeps 0.88 of the device for weights and KV): INFERENCEX_SGLANG_MEM_FRACTION.
 
-Not modelled: SGLang keeps the DSA indexer keys in fp8 (128 values and one fp32 scale per token
-and layer) whatever the KV format, while the op list keeps them in the KV format (core/ops.py):
-a bf16 pool here counts 1408 bytes per token and layer against SGLang's 1284, 10% more.
+The DSA index keys stay fp8 with their scales in either format (core/ops.py index_key_bytes),
+so a bf16 GLM-5 token costs 78 x (576 x 2 + 132) bytes on each GPU, an fp8 one 78 x (576 + 132).
 """
 
 from __future__ import annotations
