@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.hardware import list_gpus, load_gpu
+from perfmodel.core.hardware_spec import HardwareSpec
 from perfmodel.core.specs import ModelSpec, Precision, parse_format
 from perfmodel.analysis.validation.names import engine_id, model_id
 from perfmodel.analysis.validation.serving_kv import engine_kv
@@ -250,14 +251,15 @@ class Lookups:
     def __init__(self) -> None:
         self._gpu: dict[str, tuple[str | None, str]] = {}
         self._model: dict[str, tuple[ModelSpec | None, str | None, str]] = {}
-        self._hw: dict = {}
+        self._hw: dict[str, HardwareSpec] = {}
 
     def gpu(self, system: str) -> tuple[str | None, str]:
         if system not in self._gpu:
             self._gpu[system] = gpu_for_system(system)
         return self._gpu[system]
 
-    def hardware(self, gpu: str):
+    def hardware(self, gpu: str) -> HardwareSpec:
+        """The hardware_db card of a mapped GPU id."""
         if gpu not in self._hw:
             self._hw[gpu] = load_gpu(gpu)
         return self._hw[gpu]
