@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 
+from perfmodel.core.eager_kernels import SGLANG_EAGER_BLOCKS, TRTLLM_EAGER_BLOCKS
 from perfmodel.core.errors import UnknownIdError
 from perfmodel.core.grouped_gemm import SGLANG_FUSED_MOE_STREAM_FRACTION
 from perfmodel.core.specs import EngineProfile, SchedulerSpec
@@ -292,7 +293,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         moe_stream_fraction=SGLANG_FUSED_MOE_STREAM_FRACTION, moe_act_quant_kernels=2.0,
         source="SGLang docs (mem_fraction_static, page_size=1); SGLang v0.4 blog; fused_moe "
                "streaming: sglang PR #11730 (core/grouped_gemm.py)", scheduler=SGLANG_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
-        eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False,
+        eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False, eager_blocks=SGLANG_EAGER_BLOCKS,
         decode_graph_max_batch=SGLANG_DECODE_GRAPH_MAX_BATCH,
         decode_graph_max_batch_by_gpu=SGLANG_DECODE_GRAPH_BY_GPU, moe_a2a_kernels="one_sided"),
     EngineProfile(
@@ -304,7 +305,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         kv_prealloc="request", quant_kernel_efficiency=0.9, fused_elementwise=True,
         source="TensorRT-LLM perf-overview and kv-cache docs (fraction 0.9, tokens_per_block 64)",
         scheduler=TRTLLM_SCHEDULER, server_scheduler=TRTLLM_SERVER_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
-        eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False,
+        eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False, eager_blocks=TRTLLM_EAGER_BLOCKS,
         decode_graph_max_batch=TRTLLM_DECODE_GRAPH_MAX_BATCH, **TRTLLM_NVLS_WINDOW,
         moe_a2a_kernels="one_sided"),
     EngineProfile(

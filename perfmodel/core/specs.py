@@ -15,6 +15,7 @@ from perfmodel.core.hardware_spec import (HardwareSpec, LinkSpec, MemoryType,  #
                                           PriceSpec, Vendor)
 from perfmodel.core.precision import (PRECISION_NAMES, ModuleFormat, NumberFormat,  # noqa: F401
                                       Precision, parse_format, parse_gguf, parse_weights)
+from perfmodel.core.eager_kernels import EagerBlockKernels
 from perfmodel.core.spec_base import Dtype, Spec  # noqa: F401
 
 
@@ -364,6 +365,10 @@ class EngineProfile(Spec):
         "engine's fused MoE call when the experts run W8A8 (fp8/int8): SGLang's fused_moe "
         "quantizes the input of each of its two grouped GEMMs (invoke_fused_moe_kernel: "
         "sglang_per_token_group_quant_fp8). 0: fused or not measured.")
+    eager_blocks: EagerBlockKernels | None = Field(
+        default=None, description="Sourced kernel counts of the MLA and MoE blocks of an "
+        "eager prompt step (core/host_cost.eager_block_extra_kernels); None: those blocks' "
+        "extra kernels are counted at the engine's dense rate (op list x _kernel_scale).")
     moe_stream_fraction: float = Field(
         default=1.0, gt=0, le=1, description="Rate at which the engine's fused MoE kernel streams "
         "the touched experts' weights, relative to a dense GEMM's (its weight bytes are divided "
