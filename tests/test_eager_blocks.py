@@ -7,24 +7,32 @@ perfmodel/core/eager_kernels.py):
   fused_qkv_a_proj_with_mqa, q_a_layernorm, q_b_proj, kv_a_layernorm, rotary_emb, q_pe copy,
   _set_mla_kv_buffer, kv_b_proj, _concat_and_cast_mha_k, attn_mha, o_proj, all-reduce = 13;
   DeepseekV2MoE.forward_normal + fused_moe_triton: norm, gate, topk, moe_align_block_size,
-  fused_moe_kernel x2, silu_and_mul, moe_sum_reduce, all-reduce = 9, plus the shared expert's
+  fused_moe_kernel x2, silu_and_mul, moe_sum_reduce, all-reduce = 9 launches, the two Triton
+  fused-MoE launches weighing 46.6 / 20.8 us each (calibrate/data/launch-kinds-h200-sxm-
+  20261202*.json: Triton fused-MoE launch against an nn.Linear call), plus the shared expert's
   gate_up, SiluAndMul, down and `+= shared_output` = 4; llama.py dense layer 7 + 5 = 12.
 - TensorRT-LLM modules/attention.py MLA.forward_impl/forward_context_default: fused_a, two
   norms, q_b_proj, latent concat, kv_b_proj, k_nope copy, attention op, o_proj, fused
-  all-reduce+norm = 10; modeling_deepseekv3.py Deepseekv3MoE: gate, routing, fused_moe,
-  fused all-reduce+norm = 4, shared GatedMLP + add = 4; dense layer 4 + 4 = 8.
+  all-reduce+norm = 10; modeling_deepseekv3.py Deepseekv3MoE: gate, routing, fused
+  all-reduce+norm = 3 and torch.ops.trtllm.fused_moe (custom op 29.0 / 20.8 us, two autotuner
+  look-ups assumed one launch each, the C++ runner call one), shared GatedMLP + add = 4; dense
+  layer 4 + 4 = 8.
 - DeepSeek-V3 config.json: 61 layers, first_k_dense_replace 3 (58 MoE layers), 1 shared
   expert, q_lora_rank 1536 (MLA in every layer)."""
 
 from __future__ import annotations
 
+import json
 import math
+import statistics
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from calib_scripts import ROOT, quick_cpu_run
+from perfmodel.core import eager_kernels as ek
 from perfmodel.core.catalog import load_model
 from perfmodel.core.engines import EAGER_LAUNCH_S, ENGINES
 from perfmodel.core.host_cost import eager_block_extra_kernels, prompt_issue_s
@@ -50,22 +58,25 @@ def test_the_dense_blocks_are_the_engines_dense_layer():
 
 
 def test_deepseek_v3_sglang_by_hand():
-    # sourced: 58 MoE layers x (9 + 4 shared - 5 dense MLP) + 61 MLA layers x (13 - 7 GQA)
-    sourced = 58 * (9 + 4 - 5) + 61 * (13 - 7)                  # 464 + 366 = 830
+    # sourced: 58 MoE layers x (9 + 4 shared - 5 dense MLP) + 61 MLA layers x (13 - 7 GQA),
+    # the two Triton fused-MoE launches at 46.6 / 20.8 = 2.24 launches each
+    moe = 7 + 2 * 46.6 / 20.8                                   # 11.48
+    sourced = 58 * (moe + 4 - 5) + 61 * (13 - 7)                # 607.9 + 366 = 973.9
     # what the op list counted at the dense rate (core/ops.py): per MLA layer q_a, q_b, kv_a,
     # kv_b, o + mla_norms_rotary 3 + attention = 9 against q, k, v, o, rotary, attention = 6;
     # per MoE layer router, shared up/down, experts 3, routing 2, permute, combine = 10
     # against mlp_up, mlp_down = 2; the dense twin has 13 per layer, SGLang launches 12
     priced = 12 * 61 / (13 * 61) * (61 * (9 - 6) + 58 * (10 - 2))   # 0.923 x 647 = 597.2
-    assert sourced - priced == pytest.approx(232.8, abs=0.05)
+    assert sourced - priced == pytest.approx(376.7, abs=0.05)
     assert _extra("sglang") == pytest.approx(sourced - priced, rel=1e-12)
-    # 26 us each: ~6 ms more host issue per eager prompt step
+    # 26 us each: ~10 ms more host issue per eager prompt step
     e = ENGINES["sglang"]
-    assert prompt_issue_s(DSV3, e, e.attention) == pytest.approx(232.8 * EAGER_LAUNCH_S, rel=1e-3)
+    assert prompt_issue_s(DSV3, e, e.attention) == pytest.approx(376.7 * EAGER_LAUNCH_S, rel=1e-3)
 
 
 def test_deepseek_v3_trtllm_by_hand():
-    sourced = 58 * (4 + 4 - 4) + 61 * (10 - 4)                  # 232 + 366 = 598
+    fused_moe = 29.0 / 20.8 + 2 * 1.0 + 1.0                     # 4.39 launches
+    sourced = 58 * (3 + fused_moe + 4 - 4) + 61 * (10 - 4)      # 428.9 + 366 = 794.9
     priced = 8 / 13 * (61 * 3 + 58 * 8)                           # 0.615 x 647 = 398.2
     assert _extra("trtllm") == pytest.approx(sourced - priced, rel=1e-12)
 
@@ -117,3 +128,32 @@ def test_any_block_counts_give_a_finite_positive_issue(attention, mlp, mla, moe,
     # the step's issue never goes below zero kernels: total = op-list count + extra >= 0
     assert float(est.kernels) + extra >= 0.0
     assert np.isfinite(est.time_s) and float(est.time_s) > 0.0
+
+
+def _launch_kinds_means() -> dict:
+    """Mean over the two committed H200 runs of each launch kind's median host time."""
+    runs = [json.loads((ROOT / "calibrate" / "data" / name).read_text())
+            for name in ("launch-kinds-h200-sxm-20261202.json",
+                         "launch-kinds-h200-sxm-20261202-rep.json")]
+    kinds = {r["kind"] for r in runs[0]["records"]}
+    return {k: statistics.mean(r["host_s_per_launch"] for run in runs for r in run["records"]
+                               if r["kind"] == k) for k in kinds}
+
+
+def test_launch_weights_are_the_committed_h200_measurements():
+    mean = _launch_kinds_means()
+    base = mean["module_linear"]
+    assert ek.PY_CUSTOM_OP_LAUNCHES == pytest.approx(mean["custom_op"] / base, rel=0.01)
+    assert ek.TRITON_FUSED_MOE_LAUNCHES == pytest.approx(mean["triton_fused_moe"] / base,
+                                                         rel=0.01)
+    # every kind a step issues costs a few to a few tens of microseconds on that host: the
+    # 26 us per kernel of EAGER_LAUNCH_S sits inside the measured range
+    assert min(mean.values()) < EAGER_LAUNCH_S < max(mean.values())
+
+
+def test_bench_quick_cpu_run(tmp_path):
+    res = quick_cpu_run(ROOT / "calibrate" / "bench_launch_kinds.py", tmp_path / "l.json")
+    done = {r["kind"]: r for r in res["records"] if "host_s_per_launch" in r}
+    assert {"torch_add", "custom_op", "module_linear"} <= set(done)
+    assert all(0.0 < r["host_s_per_launch"] < 10.0 for r in done.values())
+    assert "triton_fused_moe" not in done           # no GPU: the Triton kinds are not run

@@ -74,7 +74,26 @@ class EagerBlockKernels(Spec):
                                       "shared expert (Qwen2/3-MoE): gate GEMM, sigmoid, mul.")
 
 
-SGLANG_EAGER_BLOCKS = EagerBlockKernels(attention=7, mlp=5, mla_attention=13, moe=9,
-                                        shared_expert=4, shared_expert_gate=3)
-TRTLLM_EAGER_BLOCKS = EagerBlockKernels(attention=4, mlp=4, mla_attention=10, moe=4,
-                                        shared_expert=4, shared_expert_gate=3)
+# Launches that cost more host time than the dense layer's typical one, in its units
+# (calibrate/bench_launch_kinds.py on the H200 host, calibrate/data/launch-kinds-h200-sxm-
+# 20261202{,-rep}.json, means of the two runs' medians): an nn.Linear module call 23.9 / 17.8 us
+# (20.8), a Python torch.library custom op 29.6 / 28.4 us (29.0), the vLLM/SGLang-style Triton
+# fused-MoE GEMM launch through its Python wrapper 54.7 / 38.4 us (46.6).
+PY_CUSTOM_OP_LAUNCHES = 29.0 / 20.8
+TRITON_FUSED_MOE_LAUNCHES = 46.6 / 20.8
+# Assumption: one AutoTuner.choose_one cache look-up (shape bucketing, profile key, dict hit)
+# costs about one launch; not measured.
+AUTOTUNE_LOOKUP_LAUNCHES = 1.0
+# TensorRT-LLM's torch.ops.trtllm.fused_moe (custom_ops/torch_custom_ops.py): a Python custom op
+# that looks up the GEMM1 and GEMM2 tactics (two AutoTuner.choose_one) and calls the C++ runner
+# (run_moe, one launch for the call and the kernels it issues from C++).
+TRTLLM_FUSED_MOE_LAUNCHES = PY_CUSTOM_OP_LAUNCHES + 2 * AUTOTUNE_LOOKUP_LAUNCHES + 1.0
+
+SGLANG_EAGER_BLOCKS = EagerBlockKernels(
+    attention=7, mlp=5, mla_attention=13,
+    moe=7 + 2 * TRITON_FUSED_MOE_LAUNCHES,          # 9 launches, the two fused_moe_kernel weighed
+    shared_expert=4, shared_expert_gate=3)
+TRTLLM_EAGER_BLOCKS = EagerBlockKernels(
+    attention=4, mlp=4, mla_attention=10,
+    moe=3 + TRTLLM_FUSED_MOE_LAUNCHES,              # gate, routing, all-reduce + fused_moe
+    shared_expert=4, shared_expert_gate=3)
