@@ -104,6 +104,7 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 # measurement found, assumed the same (both issue PyTorch modules with custom ops). vLLM's compiled path above the capture size: the
 # plain-PyTorch launch cost measured on our H200 host (torch-eager launch_s, 14 us), an upper
 # value for inductor's generated wrapper code.
+# The MLA/MoE blocks of an eager prompt step are counted from the engines' code: eager_kernels.py.
 EAGER_LAUNCH_S = 26e-6
 VLLM_GRAPH_MAX_TOKENS = 512
 VLLM_EAGER_LAUNCH_S = 14e-6
