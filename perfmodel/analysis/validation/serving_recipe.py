@@ -65,7 +65,7 @@ Families (first word of `source`):
   its counter reaches the interval, adding 1 per decode step and 1000 per prefill step, so a
   request arriving during decodes waits for up to that many steps before its prefill. The
   H200 SGLang script (dsr1_fp8_h200_slurm.sh) does not set it: H200 rows keep SGLang's
-  default 1. Assumption: the B300 scripts follow the B200 ones (none was found).
+  default 1. B300 rows follow the B200 rule; per-script exceptions: serving_recipe_sglang.py.
   Disaggregated InferenceX rows ran other scripts: the Dynamo / srt-slurm benchmarks (srt-slurm
   sa-bench bench.sh: --random-range-ratio 0.8, 10 x C prompts after a drained 2 x C warm-up)
   with Dynamo's worker scripts, whose SGLang prefill and decode commands pass
