@@ -184,9 +184,16 @@ SGLANG_SCHEDULER = SchedulerSpec(
 #   launches step n+1, then processes step n's outputs, so a request that arrives while step n
 #   runs was not there when step n+1 was scheduled and starts in step n+2 ("introduces one
 #   extra decoding step", same doc). The 0.x C++ runtime (trtllm-trt below) has no such loop.
+# - An idle PyExecutor (no active requests) fetches with timeout None, and
+#   _get_from_request_queue, finding the queue empty, blocks on request_queue.get() and returns
+#   that one item; only a non-empty queue is drained (_pytorch/pyexecutor/py_executor.py
+#   _fetch_new_requests from the first PyExecutor through 1.0; executor_request_queue.py
+#   _fetch_and_process_requests since, with batch_wait_timeout_ms 0, the default). A closed-loop
+#   wave sent at once to an idle engine therefore runs its first prompt alone and the rest in
+#   the next step (idle_takes_one).
 TRTLLM_SCHEDULER = SchedulerSpec(
     max_num_seqs=4096, max_num_batched_tokens=32768, chunked_prefill=True, mixed_prefill=True,
-    seqs_divided_by_pp=True, kv_reserve_output=True, overlap_scheduler=True,
+    seqs_divided_by_pp=True, kv_reserve_output=True, overlap_scheduler=True, idle_takes_one=True,
     source="tensorrt_llm/bench/build/tuning.py finetune_setting (4096 / pp sequences, "
            "max_num_tokens <= 32768); capacity scheduler policy GUARANTEED_NO_EVICT "
            "(the default of executor SchedulerConfig)")
@@ -326,8 +333,9 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
 ENGINES["trtllm-trt"] = ENGINES["trtllm"].model_copy(update=dict(
     id="trtllm-trt", name="TensorRT-LLM TensorRT-engine backend (0.x, C++ runtime)",
     eager_launch_s=0.0, eager_issue_overlap=True, decode_graph_max_batch=None,
-    scheduler=TRTLLM_SCHEDULER.model_copy(update=dict(overlap_scheduler=False)),
-    server_scheduler=TRTLLM_SERVER_SCHEDULER.model_copy(update=dict(overlap_scheduler=False)),
+    scheduler=TRTLLM_SCHEDULER.model_copy(update=dict(overlap_scheduler=False, idle_takes_one=False)),
+    server_scheduler=TRTLLM_SERVER_SCHEDULER.model_copy(update=dict(overlap_scheduler=False,
+                                                                     idle_takes_one=False)),
     source="TensorRT-LLM perf-overview and kv-cache docs; TensorRT engine backend (docs torch.md: "
            "the PyTorch backend arrived in 0.17)"))
 

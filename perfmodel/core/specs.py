@@ -56,6 +56,9 @@ class SchedulerSpec(Spec):
         default=False, description="The host schedules step k+1 while step k runs on the GPU "
         "(TensorRT-LLM overlap scheduler, vLLM async scheduling): a busy engine takes a request that arrives during "
         "step k into step k+2 at the earliest, one step later than a synchronous loop.")
+    idle_takes_one: bool = Field(default=False, description="An idle engine blocks on its empty "
+        "request queue and plans its next step with the one request that wakes it; requests "
+        "arriving meanwhile join the step after (TensorRT-LLM PyExecutor, core/engines.py).")
     overlap_off_linear_attention: bool = Field(default=False, description="No overlap for "
         "models with linear-attention layers (SGLang: no_buffer Mamba state + radix cache).")
     overlap_off_pp: bool = Field(default=False, description="No overlap with pp > 1 (SGLang).")
