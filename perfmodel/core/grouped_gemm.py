@@ -104,18 +104,40 @@ measurements are Hopper fp8 and bf16). The law before this measurement
 slower than measured (median 1.6-2.6x per prompt size)."""
 
 
-def grouped_gemm_efficiency(eff, rows, k: int):
+ROUNDING = 1e-9
+"""Relative slack on the M = E bound, so the op list's r(E) (numpy's power) is never read as
+past it; r(E + 1) is above r(E) by ~0.4/E relative, far more."""
+
+
+def small_tile_max_rows(k: int, num_experts: int = 0) -> float:
+    """Rows per touched expert at M = E tokens, the last batch the grouped kernel runs with its
+    small tile (vLLM get_default_config: BLOCK_SIZE_M = 16 while M <= E). Each of the M tokens
+    is routed to k of E experts, so the batch touches E * (1 - (1 - k/E)^M) of them
+    (core/ops_ffn.py expected_experts) and computes r(M) = M*k / that many rows on each; r(M)
+    rises with M (the touched count is concave), so r <= r(E) is exactly M <= E. Without E
+    (num_experts 0) the many-expert limit r(E) -> k / (1 - e^-k) ~ k is taken as k.
+    Worked number, Mixtral-8x7B (E = 8, k = 2): 8 tokens touch 8 * (1 - 0.75^8) = 7.20 experts,
+    r(8) = 16 / 7.20 = 2.22 rows (the rule r <= k before it switched tiles at M = 7 tokens)."""
+    if num_experts <= 0:
+        return float(k)
+    touched = num_experts * (1.0 - (1.0 - k / num_experts) ** num_experts)
+    return k * num_experts / touched * (1.0 + ROUNDING)
+
+
+def grouped_gemm_efficiency(eff, rows, k: int, num_experts: int = 0):
     """Fraction of peak of the routed-expert GEMM when each touched expert computes `rows` token
     rows on average, padded to whole tiles of b rows:
         e = f * gemm_max * r / max(b, r + b/2),   f = eff.grouped_kernel_fraction
     (gemm_max: eff.grouped_gemm_max where set, else the GEMM curve's)
     (GROUPED_KERNEL_FRACTION but on datacenter Blackwell; a touched expert with fewer than b
-    rows computes one full tile; beyond, the last tile is on average half empty). b = GROUPED_SMALL_TILE_ROWS while r <= k (M <= E tokens, where
-    r ~ M*k/E), else GROUPED_TILE_ROWS. The reduction depth is expert_depth_factor's.
+    rows computes one full tile; beyond, the last tile is on average half empty).
+    b = GROUPED_SMALL_TILE_ROWS while M <= E tokens (r <= small_tile_max_rows(k, E)), else
+    GROUPED_TILE_ROWS. The reduction depth is expert_depth_factor's.
     Worked number: Qwen3.5-397B (E=512, k=10) on an 8192-token prompt, H100 bf16: r = 160 rows,
     e = 0.465 * 0.75 * 160/192 = 0.29."""
     r = np.maximum(np.asarray(rows, dtype=float), 1.0)
-    b = np.where(r <= k, GROUPED_SMALL_TILE_ROWS, GROUPED_TILE_ROWS)
+    b = np.where(r <= small_tile_max_rows(k, num_experts), GROUPED_SMALL_TILE_ROWS,
+                 GROUPED_TILE_ROWS)
     base = eff.grouped_gemm_max if eff.grouped_gemm_max is not None else eff.gemm_max
     return eff.grouped_kernel_fraction * base * r / np.maximum(b, r + b / 2)
 

@@ -181,7 +181,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
             compute = _gemm_compute_s(op, hw.peak_flops_per_s[op_dtype], vector_peak, gemm_eff[op.group],
                                       engine, op.quantized and op_dequant,
                                       depth=expert_depth if experts else 1.0,
-                                      top_k=m.moe.experts_per_token if experts else 0)
+                                      top_k=m.moe.experts_per_token if experts else 0,
+                                      num_experts=m.moe.num_experts if experts else 0)
             wbytes = c.weight_bytes / weight_stream_fraction(engine, op.quantized, op_dtype,
                                                              experts=experts)
             if experts:   # the fused MoE kernel's own streaming rate (core/grouped_gemm.py)
@@ -283,13 +284,15 @@ def gemm_kind(dtype: str, weights: NumberFormat) -> str:
 
 
 def _gemm_compute_s(op: Op, peak: float, vector_peak: float, eff: Efficiency,
-                    engine: EngineProfile, dequant: bool, depth: float = 1.0, top_k: int = 0):
+                    engine: EngineProfile, dequant: bool, depth: float = 1.0, top_k: int = 0,
+                    num_experts: int = 0):
     """Compute time of a matmul op: the faster of the tiled GEMM and the GEMV path
     (module docstring). `dequant`: weights narrower than the compute dtype; `depth`: the
     tiled path's time multiplier from shallow reductions; `top_k` > 0: a grouped expert GEMM,
-    whose rows are padded per expert to whole tiles (both in core/grouped_gemm.py)."""
+    whose rows are padded per expert to whole tiles of a size set by the batch's tokens against
+    the `num_experts` (both in core/grouped_gemm.py)."""
     rows = np.maximum(op.rows, 1.0)
-    e = grouped_gemm_efficiency(eff, rows, top_k) if top_k else eff.gemm(rows)
+    e = grouped_gemm_efficiency(eff, rows, top_k, num_experts) if top_k else eff.gemm(rows)
     mma = op.cost.flops * depth / (peak * e)                   # matrix units, padded tiles
     per_weight = engine.dequant_flops_per_weight if dequant else 0.0
     tiled = mma

@@ -23,7 +23,8 @@ later than a synchronous loop; an idle engine takes a request at once). Between 
 arrival, a finish, KV running out) a decode-only batch is fixed and every context grows by one
 per step, so such runs are priced in one vectorized call. With Policy.batch_wait_iters
 (TensorRT-LLM batch_wait_timeout_iters / batch_wait_max_tokens_ratio) prompts beside running
-decodes are held until enough tokens are scheduled or the iterations run out (_held).
+decodes are held until enough tokens are scheduled or the iterations run out
+(serving/sim_batch_wait.py).
 Most iterations run in decode epochs (serving/decode_epoch.py): these decisions on scalars
 (a histogram of contexts mod the page size, a shared step count), the same trace.
 
@@ -42,6 +43,7 @@ import numpy as np
 
 from perfmodel.core.errors import PerfModelError
 from perfmodel.serving.decode_epoch import decode_epoch
+from perfmodel.serving.sim_batch_wait import BatchWait
 from perfmodel.serving.sim_kv import KvBlocks
 from perfmodel.serving.sim_state import (DECODE_PROBE_STEPS, Policy, Stalled, StepBudget, Trace,
                                           poll_steps, steps_since_poll)
@@ -50,7 +52,7 @@ from perfmodel.serving.stepcost import StepCost
 from perfmodel.serving.workload import Requests
 
 
-class _Sim(KvBlocks):
+class _Sim(KvBlocks, BatchWait):
     def __init__(self, cost: StepCost, req: Requests, pol: Policy, budget: StepBudget | None = None,
                  epochs: bool = True):
         self.cost, self.pol, self.epochs = cost, pol, epochs
@@ -206,44 +208,6 @@ class _Sim(KvBlocks):
         self.gen[dec] += k
         self._retire(dec)
         return k
-
-    def _held(self, dec: np.ndarray, chunks: list) -> bool:
-        """TensorRT-LLM batch waiting (PyExecutor._schedule and _waiting_requests): with both
-        prompt chunks and decodes scheduled, the prompts wait unless the iterations already
-        held reach batch_wait_iters or the scheduled tokens (each prompt's whole length, one
-        per decode row) reach batch_wait_tokens; a release resets the count.
-        Attention-DP balance (Policy.adp_wait_iters; PyExecutor._balance_adp_requests with
-        enable_balance, which replaces batch waiting under attention DP): the prompts wait
-        until every DP rank has one, taken as adp_ranks scheduled prompts (the engine gives
-        each arrival to the least-loaded rank), unless some rank runs no decode (taken as
-        fewer decode rows than ranks) or adp_wait_iters iterations were held."""
-        pol = self.pol
-        if pol.adp_wait_iters and chunks:
-            if (len(chunks) >= pol.adp_ranks or dec.size < pol.adp_ranks
-                    or self.wait_ct >= pol.adp_wait_iters):
-                self.wait_ct = 0
-                return False
-            return True
-        if not (pol.batch_wait_iters and chunks and dec.size):
-            return False
-        tokens = sum(float(self.need[i]) for i, _ in chunks) + dec.size
-        if self.wait_ct >= pol.batch_wait_iters or tokens >= pol.batch_wait_tokens:
-            self.wait_ct = 0
-            return False
-        return True
-
-    def _hold(self, dec: np.ndarray) -> None:
-        """The prompts _plan scheduled wait: the newly admitted go back to the head of the
-        queue, and the decodes run alone until the next event or the timeout (each held
-        iteration counts; a new arrival or finish re-plans, as each TensorRT-LLM iteration
-        looks again)."""
-        m = self.admitted
-        if m:
-            back = self._rbuf[self.nrun - m:self.nrun].tolist()
-            self.nrun -= m
-            self.waiting.extendleft(reversed(back))
-        limit = self.pol.adp_wait_iters or self.pol.batch_wait_iters
-        self.wait_ct += self._decode_run(dec, limit - self.wait_ct)
 
     def _run_steps(self, d: int, ctx0: float, k: int) -> int:
         """Price, record and time up to k decode-only steps of d rows (mean context ctx0):
