@@ -98,3 +98,38 @@ def test_aic_trtllm_rows_get_the_templates_kv_fraction_by_hand():
     assert recipe_for("aic gap analysis", "vllm", 1024).kv_memory_fraction is None
     preset, aic = _kv_pool_tokens(None), _kv_pool_tokens(0.80)
     assert aic / preset == pytest.approx(0.8 / 0.9, abs=64 / aic)
+
+
+def _osl_series(model: str) -> dict[tuple, dict[int, dict]]:
+    """(TP, ISL, C) -> {OSL: row} for the model's C = 8 and 16 rows with all three OSLs."""
+    by = defaultdict(dict)
+    for r in _rc3_rows():
+        if r["model_path"] == model and int(r["batch_size"]) in (8, 16):
+            by[(int(r["tp_size"]), int(r["isl"]), int(r["batch_size"]))][int(r["osl"])] = r
+    return {k: v for k, v in by.items() if {128, 256, 512} <= set(v)}
+
+
+def test_qwen3_32b_tpot_is_a_decode_step_plus_prompt_work_spread_over_the_output():
+    """docs/aic_recipes.md ("Where the rest of the Qwen3-32B gap is"): in a closed loop of
+    equal requests each one's decode window holds the same prompt steps of the others whatever
+    its OSL, so TPOT = d + X / (OSL - 1), d the decode step, X the prompt work in the window.
+    Fitted on OSL 128 and 512, it predicts every OSL-256 row of the 24 Qwen3-32B (TP, ISL, C)
+    series within 2% (TP1 4096 C=8: 27.84 / 19.44 ms give d 16.7 ms, X 1.42 s; 22.2 against
+    22.05 ms measured), and X grows with the prompt: the split is the data's, not a fit."""
+    series = _osl_series("Qwen/Qwen3-32B")
+    assert len(series) == 24
+    for (tp, isl, conc), rows in series.items():
+        t = {o: float(rows[o]["silicon_tpot_ms"]) for o in (128, 256, 512)}
+        x = (t[128] - t[512]) / (1 / 127 - 1 / 511)
+        d = t[512] - x / 511
+        assert d + x / 255 == pytest.approx(t[256], rel=0.02), (tp, isl, conc)
+        assert 0 < d < t[512] and x > 0
+    for tp in (1, 2, 4, 8):
+        for conc in (8, 16):
+            xs = [_x(series[(tp, isl, conc)]) for isl in (1024, 2048, 4096)]
+            assert xs[0] < xs[1] < xs[2], (tp, conc, xs)
+
+
+def _x(rows: dict[int, dict]) -> float:
+    t = {o: float(rows[o]["silicon_tpot_ms"]) for o in (128, 512)}
+    return (t[128] - t[512]) / (1 / 127 - 1 / 511)

@@ -304,20 +304,21 @@ def test_workload_validates_once_with_one_line(arrival, conc, n, rate, ratio, hi
 
 def test_trtllm_server_budget_splits_a_wave_into_8192_token_steps():
     # trtllm-serve defaults (BuildConfig: max_num_tokens 8192, max_batch_size 2048), not the
-    # trtllm-bench tuning (32768 / 4096): a wave of 16 x 1024-token prompts is prefilled in
-    # steps of 8192 tokens, by hand: 8 prompts; then the 8 running decodes take 8 tokens of
-    # the budget and prompt chunks the other 8184; the last 8 prompt tokens in a third step
+    # trtllm-bench tuning (32768 / 4096): a wave of 16 x 1024-token prompts to the idle engine,
+    # by hand: it wakes with one request (idle_takes_one) and prefills its 1024 tokens alone;
+    # then its decode takes 1 token of the 8192 and prompt chunks the other 8191 (7 prompts +
+    # 1023 tokens of the 9th); then the 7 new decodes take 7 and the rest, 1 + 7 x 1024 = 7169
     rep = api.serve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="trtllm",
                     prompt_tokens=1024, output_tokens=2, concurrencies=[16], num_requests=16,
                     timeline=True)
     assert (rep.max_num_batched_tokens, rep.max_num_seqs) == (8192, 2048)
     prefills = [p for p in rep.points[0].timeline.prefill_tokens if p > 0]
-    assert prefills == [8192.0, 8184.0, 8.0]
+    assert prefills == [1024.0, 8191.0, 7169.0]
     # an explicit limit still wins over the server default
     big = api.serve("llama-3.1-8b", "h100-sxm", weights="fp8", engine="trtllm",
                     prompt_tokens=1024, output_tokens=2, concurrencies=[16], num_requests=16,
                     timeline=True, max_num_batched_tokens=32768)
-    assert [p for p in big.points[0].timeline.prefill_tokens if p > 0] == [16384.0]
+    assert [p for p in big.points[0].timeline.prefill_tokens if p > 0] == [1024.0, 15360.0]
 
 
 def test_pipeline_step_is_paced_by_the_micro_batch_holding_the_chunk():

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 
+from perfmodel.core.eager_kernels import SGLANG_EAGER_BLOCKS, TRTLLM_EAGER_BLOCKS
 from perfmodel.core.errors import UnknownIdError
 from perfmodel.core.grouped_gemm import SGLANG_FUSED_MOE_STREAM_FRACTION
 from perfmodel.core.specs import EngineProfile, SchedulerSpec
@@ -103,6 +104,7 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 # measurement found, assumed the same (both issue PyTorch modules with custom ops). vLLM's compiled path above the capture size: the
 # plain-PyTorch launch cost measured on our H200 host (torch-eager launch_s, 14 us), an upper
 # value for inductor's generated wrapper code.
+# The MLA/MoE blocks of an eager prompt step are counted from the engines' code: eager_kernels.py.
 EAGER_LAUNCH_S = 26e-6
 VLLM_GRAPH_MAX_TOKENS = 512
 VLLM_EAGER_LAUNCH_S = 14e-6
@@ -194,9 +196,16 @@ SGLANG_SCHEDULER = SchedulerSpec(
 #   launches step n+1, then processes step n's outputs, so a request that arrives while step n
 #   runs was not there when step n+1 was scheduled and starts in step n+2 ("introduces one
 #   extra decoding step", same doc). The 0.x C++ runtime (trtllm-trt below) has no such loop.
+# - An idle PyExecutor (no active requests) fetches with timeout None, and
+#   _get_from_request_queue, finding the queue empty, blocks on request_queue.get() and returns
+#   that one item; only a non-empty queue is drained (_pytorch/pyexecutor/py_executor.py
+#   _fetch_new_requests from the first PyExecutor through 1.0; executor_request_queue.py
+#   _fetch_and_process_requests since, with batch_wait_timeout_ms 0, the default). A closed-loop
+#   wave sent at once to an idle engine therefore runs its first prompt alone and the rest in
+#   the next step (idle_takes_one).
 TRTLLM_SCHEDULER = SchedulerSpec(
     max_num_seqs=4096, max_num_batched_tokens=32768, chunked_prefill=True, mixed_prefill=True,
-    seqs_divided_by_pp=True, kv_reserve_output=True, overlap_scheduler=True,
+    seqs_divided_by_pp=True, kv_reserve_output=True, overlap_scheduler=True, idle_takes_one=True,
     source="tensorrt_llm/bench/build/tuning.py finetune_setting (4096 / pp sequences, "
            "max_num_tokens <= 32768); capacity scheduler policy GUARANTEED_NO_EVICT "
            "(the default of executor SchedulerConfig)")
@@ -304,7 +313,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         moe_stream_fraction=SGLANG_FUSED_MOE_STREAM_FRACTION, moe_act_quant_kernels=2.0,
         source="SGLang docs (mem_fraction_static, page_size=1); SGLang v0.4 blog; fused_moe "
                "streaming: sglang PR #11730 (core/grouped_gemm.py)", scheduler=SGLANG_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
-        eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False,
+        eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False, eager_blocks=SGLANG_EAGER_BLOCKS,
         decode_graph_max_batch=SGLANG_DECODE_GRAPH_MAX_BATCH,
         decode_graph_max_batch_by_gpu=SGLANG_DECODE_GRAPH_BY_GPU, moe_a2a_kernels="one_sided"),
     EngineProfile(
@@ -316,7 +325,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         kv_prealloc="request", quant_kernel_efficiency=0.9, fused_elementwise=True,
         source="TensorRT-LLM perf-overview and kv-cache docs (fraction 0.9, tokens_per_block 64)",
         scheduler=TRTLLM_SCHEDULER, server_scheduler=TRTLLM_SERVER_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
-        eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False,
+        eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False, eager_blocks=TRTLLM_EAGER_BLOCKS,
         decode_graph_max_batch=TRTLLM_DECODE_GRAPH_MAX_BATCH, **TRTLLM_NVLS_WINDOW,
         moe_a2a_kernels="one_sided"),
     EngineProfile(
@@ -336,8 +345,9 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
 ENGINES["trtllm-trt"] = ENGINES["trtllm"].model_copy(update=dict(
     id="trtllm-trt", name="TensorRT-LLM TensorRT-engine backend (0.x, C++ runtime)",
     eager_launch_s=0.0, eager_issue_overlap=True, decode_graph_max_batch=None,
-    scheduler=TRTLLM_SCHEDULER.model_copy(update=dict(overlap_scheduler=False)),
-    server_scheduler=TRTLLM_SERVER_SCHEDULER.model_copy(update=dict(overlap_scheduler=False)),
+    scheduler=TRTLLM_SCHEDULER.model_copy(update=dict(overlap_scheduler=False, idle_takes_one=False)),
+    server_scheduler=TRTLLM_SERVER_SCHEDULER.model_copy(update=dict(overlap_scheduler=False,
+                                                                     idle_takes_one=False)),
     source="TensorRT-LLM perf-overview and kv-cache docs; TensorRT engine backend (docs torch.md: "
            "the PyTorch backend arrived in 0.17)"))
 

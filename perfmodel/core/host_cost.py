@@ -11,6 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from perfmodel.core.ops import ops
+from perfmodel.core.ops_linear import prefill_issue_s
 from perfmodel.core.specs import Deployment, EngineProfile, HardwareSpec, ModelSpec, Precision
 
 
@@ -128,16 +129,58 @@ def _kernel_scale(m: ModelSpec, engine: EngineProfile, attention: str) -> float:
     """Engine kernels per op-list kernel: the engine's kernels_per_layer is what it launches
     for a dense (GQA/MHA, dense-MLP) layer, so the scale is taken on the model's dense twin
     (same layers, MoE and MLA removed) and the MoE/MLA ops' extra kernels (routing, permute,
-    combine, latent norms) are fused at the same rate. A dense model's count is unchanged."""
+    combine, latent norms) are counted at the same rate on the GPU side; an eager prompt
+    step's issue counts them from the engine's code where it has eager_blocks
+    (prompt_issue_s). A dense model's count is unchanged."""
     base = _dense_kernels(m, attention)
     return engine.kernels_per_layer * m.num_layers / base if base else 1.0
+
+
+def prompt_issue_s(m: ModelSpec, engine: EngineProfile, attention: str) -> float:
+    """Host time an eager prompt step spends beyond its op-list kernels x eager_launch_s:
+    the chunked linear-attention path (core/ops_linear.prefill_issue_s) and the MLA/MoE
+    blocks' sourced launches (eager_block_extra_kernels). 0 for engines that issue no step
+    eagerly."""
+    if not engine.eager_launch_s:
+        return 0.0
+    extra = eager_block_extra_kernels(m, engine, attention)
+    return prefill_issue_s(m) + extra * engine.eager_launch_s
+
+
+@lru_cache(maxsize=256)
+def eager_block_extra_kernels(m: ModelSpec, engine: EngineProfile, attention: str) -> float:
+    """Kernels an eager prompt step issues for the model's MLA and MoE blocks beyond what the
+    op list x _kernel_scale counts for them: the engine's sourced block counts
+    (core/eager_kernels.py), in its kernels_per_layer units, minus the op list's MoE/MLA
+    extras at the dense rate. 0 without engine.eager_blocks or MoE/MLA layers."""
+    b = engine.eager_blocks
+    if b is None or (m.moe is None and m.mla is None):
+        return 0.0
+    sourced = 0.0
+    if m.moe is not None:
+        gated = m.moe.shared_expert_gate and m.moe.num_shared_experts
+        moe = (b.moe + m.moe.num_shared_experts * b.shared_expert
+               + (b.shared_expert_gate if gated else 0.0))
+        sourced += m.num_moe_layers * (moe - b.mlp)
+    if m.mla is not None:
+        sourced += m.num_layers * (b.mla_attention - b.attention)
+    sourced *= engine.kernels_per_layer / (b.attention + b.mlp)
+    plain = m.model_copy(update={"moe": None, "mla": None})
+    priced = _kernel_scale(m, engine, attention) * (_op_kernels(m, attention)
+                                                    - _op_kernels(plain, attention))
+    return sourced - priced
 
 
 @lru_cache(maxsize=256)
 def _dense_kernels(m: ModelSpec, attention: str) -> float:
     """Per-layer kernels of the op list of the model's dense twin, summed over its layers."""
-    twin = _dense_twin(m)
-    per_layer = [op for op in ops(twin, Precision.of("bf16"), 1.0, 1.0, 0.0, attention=attention)
+    return _op_kernels(_dense_twin(m), attention)
+
+
+@lru_cache(maxsize=256)
+def _op_kernels(m: ModelSpec, attention: str) -> float:
+    """Per-layer kernels of the model's op list, summed over its layers."""
+    per_layer = [op for op in ops(m, Precision.of("bf16"), 1.0, 1.0, 0.0, attention=attention)
                  if op.per_layer]
     return sum(float(np.max(op.cost.kernels)) for op in per_layer)
 

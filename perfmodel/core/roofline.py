@@ -33,10 +33,10 @@ from perfmodel.core.act_quant import act_quant_bytes, act_quant_s
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.grouped_gemm import expert_depth_factor, grouped_gemm_efficiency
 from perfmodel.core.host_cost import (_kernel_scale, _step_issue_s, eager_step,  # noqa: F401
-                                     host_step_s, issue_s, piecewise_prompt_s, prompt_series)
+                                     host_step_s, issue_s, piecewise_prompt_s, prompt_issue_s,
+                                     prompt_series)
 from perfmodel.core.ops import FloatArray, Op, OpCost, total
-from perfmodel.core.ops_linear import (LINEAR_ATTENTION_OP, linear_attention_efficiency,
-                                       prefill_issue_s)
+from perfmodel.core.ops_linear import LINEAR_ATTENTION_OP, linear_attention_efficiency
 from perfmodel.core.parallel import comm_times, rank_ops
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
                              NumberFormat, Precision)
@@ -231,7 +231,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         kernels = kernels + extra
         gpu = gpu + extra * eff.kernel_s
     cpu, eager = _step_issue_s(engine, hw, dep, kernels, B, T, prefill,
-                               prompt_extra_s=prefill_issue_s(m),
+                               prompt_extra_s=prompt_issue_s(m, engine, attention or engine.attention),
                                piecewise_s=piecewise_prompt_s(m, engine))
     # B running sequences; with attention DP each of the dp ranks schedules its B/dp
     # sequences in its own process (SGLang/TRT-LLM attention DP, vLLM DP engine cores)

@@ -17,6 +17,7 @@ from perfmodel.core.model_spec import (LinearAttentionSpec, MLASpec, ModelSpec, 
                                        MoESpec, SparseAttentionSpec)
 from perfmodel.core.precision import (PRECISION_NAMES, ModuleFormat, NumberFormat,  # noqa: F401
                                       Precision, parse_format, parse_gguf, parse_weights)
+from perfmodel.core.eager_kernels import EagerBlockKernels
 from perfmodel.core.spec_base import Dtype, Spec  # noqa: F401
 
 # --------------------------------------------------------------------------- hardware
@@ -55,6 +56,9 @@ class SchedulerSpec(Spec):
         default=False, description="The host schedules step k+1 while step k runs on the GPU "
         "(TensorRT-LLM overlap scheduler, vLLM async scheduling): a busy engine takes a request that arrives during "
         "step k into step k+2 at the earliest, one step later than a synchronous loop.")
+    idle_takes_one: bool = Field(default=False, description="An idle engine blocks on its empty "
+        "request queue and plans its next step with the one request that wakes it; requests "
+        "arriving meanwhile join the step after (TensorRT-LLM PyExecutor, core/engines.py).")
     overlap_off_linear_attention: bool = Field(default=False, description="No overlap for "
         "models with linear-attention layers (SGLang: no_buffer Mamba state + radix cache).")
     overlap_off_pp: bool = Field(default=False, description="No overlap with pp > 1 (SGLang).")
@@ -214,6 +218,10 @@ class EngineProfile(Spec):
         "engine's fused MoE call when the experts run W8A8 (fp8/int8): SGLang's fused_moe "
         "quantizes the input of each of its two grouped GEMMs (invoke_fused_moe_kernel: "
         "sglang_per_token_group_quant_fp8). 0: fused or not measured.")
+    eager_blocks: EagerBlockKernels | None = Field(
+        default=None, description="Sourced kernel counts of the MLA and MoE blocks of an "
+        "eager prompt step (core/host_cost.eager_block_extra_kernels); None: those blocks' "
+        "extra kernels are counted at the engine's dense rate (op list x _kernel_scale).")
     moe_stream_fraction: float = Field(
         default=1.0, gt=0, le=1, description="Rate at which the engine's fused MoE kernel streams "
         "the touched experts' weights, relative to a dense GEMM's (its weight bytes are divided "

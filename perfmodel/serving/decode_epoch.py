@@ -43,7 +43,7 @@ import numpy as np
 POLICY_FIELDS = frozenset(("static", "mixed", "chunked", "max_seqs", "token_budget",
                            "total_blocks", "block_tokens", "reserve_output",
                            "request_overhead_s", "recv_interval_steps",
-                           "overlap", "batch_wait_iters", "batch_wait_tokens",
+                           "overlap", "idle_takes_one", "batch_wait_iters", "batch_wait_tokens",
                            "adp_wait_iters", "adp_ranks"))
 """The scheduler.Policy parameters the epoch models; with any other, it leaves every
 iteration to the general loop (tests/test_decode_epoch.py then says it no longer runs)."""

@@ -19,7 +19,9 @@ API server); with Policy.recv_interval_steps n > 1 (SGLang --scheduler-recv-inte
 engine polls for visible requests only every n-th decode step and right after a prefill step;
 with Policy.overlap (TensorRT-LLM's overlap scheduler) a busy engine plans step k+1 while step k
 runs, so it admits only requests visible when the step before the planned one began (one step
-later than a synchronous loop; an idle engine takes a request at once). Between events (an
+later than a synchronous loop; an idle engine takes a request at once); with
+Policy.idle_takes_one (TensorRT-LLM's PyExecutor) an idle engine that blocked on its empty queue
+plans its next step with the one request that woke it. Between events (an
 arrival, a finish, KV running out) a decode-only batch is fixed and every context grows by one
 per step, so such runs are priced in one vectorized call. With Policy.batch_wait_iters
 (TensorRT-LLM batch_wait_timeout_iters / batch_wait_max_tokens_ratio) prompts beside running
@@ -80,6 +82,7 @@ class _Sim(KvBlocks, BatchWait):
         self.recv_ct = pol.recv_interval_steps   # decode steps since the last poll for requests
         self.admitted = 0                       # requests the last _plan took from waiting
         self.wait_ct = 0                        # iterations prompts were held (batch waiting)
+        self.woken = False                      # an idle engine blocked on its empty queue
         self.closed = req.send_s is None
         if self.closed:
             for _ in range(min(int(req.concurrency or 1), n)):
@@ -105,8 +108,11 @@ class _Sim(KvBlocks, BatchWait):
         # overlap scheduler: the step about to run was planned when the last one began; an
         # idle engine blocks on its queue and takes a request at once
         cut = self.prev_t if self.pol.overlap and self.nrun else self.t
+        one, self.woken = self.woken, False     # woken from a blocking get: one item (idle_takes_one)
         while self.pending and self.pending[0][0] <= cut * (1 + 1e-12) + 1e-15:
             self.waiting.append(heapq.heappop(self.pending)[1])
+            if one:
+                break
 
     def _run(self) -> np.ndarray:
         """The running requests (a view: copy before the set changes)."""
@@ -327,6 +333,7 @@ class _Sim(KvBlocks, BatchWait):
             self._release()
             if not self.nrun and not self.waiting:
                 self.t = self.prev_t = max(self.t, self.pending[0][0])
+                self.woken = self.pol.idle_takes_one
                 continue
             dec, chunks = self._plan()
             if self._held(dec, chunks):

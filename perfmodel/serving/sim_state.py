@@ -31,6 +31,9 @@ class Policy:
     # while step k runs, so a busy engine admits only requests visible when the step before
     # the one it plans began
     overlap: bool = False
+    # TensorRT-LLM PyExecutor (SchedulerSpec.idle_takes_one): an idle engine that blocked on
+    # its empty queue plans its next step with the one request that woke it
+    idle_takes_one: bool = False
     # TensorRT-LLM batch waiting (SchedulerSpec.batch_wait_*; PyExecutor._waiting_requests):
     # while decodes run, scheduled prompts are held until batch_wait_tokens (ratio x
     # max_num_tokens) of prompt tokens + decode rows are scheduled or batch_wait_iters

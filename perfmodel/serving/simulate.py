@@ -204,6 +204,7 @@ def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
                  block_tokens=kv.block_tokens, reserve_output=sched.kv_reserve_output,
                  request_overhead_s=sc.engine.per_request_overhead_s,
                  recv_interval_steps=sched.recv_interval_steps, overlap=sched.overlaps(sc.model, sc.dep.pp),
+                 idle_takes_one=sched.idle_takes_one,
                  # TensorRT-LLM skips batch waiting under attention DP (PyExecutor._schedule)
                  batch_wait_iters=sched.batch_wait_timeout_iters if sc.dep.dp == 1 else 0,
                  batch_wait_tokens=_batch_wait_tokens(sched.batch_wait_max_tokens_ratio, budget),

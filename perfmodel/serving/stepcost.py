@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.core.ops_linear import prefill_issue_s
+from perfmodel.core.host_cost import prompt_issue_s
 from perfmodel.core.parallel import p2p_s
 from perfmodel.core.predict import Scenario
 from perfmodel.core.roofline import host_step_s, issue_s, piecewise_prompt_s, step_time
@@ -75,7 +75,7 @@ class StepCost:
     host_seq_s: float           # host work per running sequence (per dp rank's scheduler)
     hop: tuple                  # (pp - 1) hand-off: (seconds per row, fixed seconds)
     prompt_issue_s: float = 0.0  # eager prompt steps' host time beyond the kernel count
-                                 # (core/ops_linear.prefill_issue_s)
+                                 # (core/host_cost.prompt_issue_s)
     piecewise_s: float = 0.0     # a graphed prompt step's eager attention, paid in series
                                  # (core/host_cost.piecewise_prompt_s)
 
@@ -240,5 +240,5 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
         graphed_decode_rows=_graphed_decode_rows(sc),
         overhead_s=sc.engine.cpu_overhead_per_step_s, pp=sc.dep.pp, hop=hop, engine=sc.engine,
         host_seq_s=sc.engine.host_per_seq_s / sc.dep.dp,
-        prompt_issue_s=prefill_issue_s(sc.model) if sc.engine.eager_launch_s else 0.0,
+        prompt_issue_s=prompt_issue_s(sc.model, sc.engine, sc.attention or sc.engine.attention),
         piecewise_s=piecewise_prompt_s(sc.model, sc.engine))

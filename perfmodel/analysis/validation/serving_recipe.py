@@ -65,7 +65,7 @@ Families (first word of `source`):
   its counter reaches the interval, adding 1 per decode step and 1000 per prefill step, so a
   request arriving during decodes waits for up to that many steps before its prefill. The
   H200 SGLang script (dsr1_fp8_h200_slurm.sh) does not set it: H200 rows keep SGLang's
-  default 1. Assumption: the B300 scripts follow the B200 ones (none was found).
+  default 1. B300 rows follow the B200 rule; per-script exceptions: serving_recipe_sglang.py.
   Disaggregated InferenceX rows ran other scripts: the Dynamo / srt-slurm benchmarks (srt-slurm
   sa-bench bench.sh: --random-range-ratio 0.8, 10 x C prompts after a drained 2 x C warm-up)
   with Dynamo's worker scripts, whose SGLang prefill and decode commands pass
@@ -90,6 +90,7 @@ from perfmodel.analysis.validation.serving_provenance import (  # noqa: F401 (re
     AIC_COPIED_IMAGE_TAG, Family, _llama70b_import, copied_from_inferencemax, family,
     inferencemax_twins)
 from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_recipe
+from perfmodel.analysis.validation.serving_recipe_sglang import sglang_model_flags
 from perfmodel.analysis.validation.serving_recipe_vllm import (inferencex_vllm_graphs,
                                                                vllm_async_scheduling)
 from perfmodel.analysis.validation.serving_versions import vllm_prefill_kernels
@@ -387,10 +388,11 @@ def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, g
                                          disagg)
         if graphed is not None:
             fields, notes = {**fields, **graphed[0]}, notes + [graphed[1]]
-        if engine == "sglang" and (model or "").startswith("qwen3.5"):
-            fields["radix_cache"] = False
-            notes.append("engine: --disable-radix-cache (InferenceX qwen3.5_fp8_{b200,b300,h200}"
-                         ".sh), so SGLang keeps its overlap scheduler for this hybrid model")
+        own = sglang_model_flags(model, engine, gpu, weights, disagg)
+        if own is not None:         # GLM-5 and Qwen3.5 scripts: their own receive interval
+            fields.update(own[0])
+            notes.extend(own[1])
+            recv = fields["recv_interval_steps"]
         if graphs is not None:
             notes.append(f"engine: CUDA graphs for decode batches up to {graphs} (InferenceX "
                          f"{engine} script for {gpu})")
@@ -398,7 +400,7 @@ def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, g
             notes.append(f"engine: SGLang --scheduler-recv-interval {recv} on the workers "
                          "without attention DP (InferenceX dynamo-sglang recipes: dynamo's "
                          "slurm_jobs worker scripts)")
-        elif recv is not None:
+        elif recv is not None and not (own and "recv_interval_steps" in own[0]):
             notes.append(f"engine: SGLang --scheduler-recv-interval {recv} (InferenceMAX "
                          f"Blackwell SGLang scripts: 10 below C=16, 30 from it)")
         return Recipe(family="inferencemax", range_ratio=r, notes=tuple(notes), **fields)

@@ -1,0 +1,75 @@
+"""Per-model receive intervals of InferenceX's SGLang scripts
+(analysis/validation/serving_recipe_sglang.py) against the shared Blackwell rule
+(serving_recipe._inferencemax_recv: 10 below C=16, 30 from it)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perfmodel.analysis.validation.serving_recipe import recipe_for
+from perfmodel.analysis.validation.serving_recipe_sglang import sglang_model_flags
+
+IMAX = "db-dump/2026-04-27 measured 2026-04-17 image lmsysorg/sglang:v0.5.9-cu130"
+
+
+def _recv(model: str, gpu: str, weights: str, conc: int, disagg: bool = False):
+    return recipe_for(IMAX, "sglang", 1024, concurrency=conc, gpu=gpu, output=1024,
+                      model=model, weights=weights, disagg=disagg).recv_interval_steps
+
+
+@pytest.mark.parametrize("model, gpu, weights, conc, want", [
+    # qwen3.5_fp4_b200.sh: 30 at every concurrency
+    ("qwen3.5-397b-a17b", "b200", "fp4", 4, 30), ("qwen3.5-397b-a17b", "b200", "fp4", 8, 30),
+    ("qwen3.5-397b-a17b", "b200", "fp4", 64, 30),
+    # the shared rule where the scripts follow it (qwen3.5_fp8_b200.sh, qwen3.5_bf16_b200.sh,
+    # qwen3.5_{fp4,bf16}_b300.sh, dsr1_fp4_b200.sh)
+    ("qwen3.5-397b-a17b", "b200", "fp8", 8, 10), ("qwen3.5-397b-a17b", "b200", "fp8", 16, 30),
+    ("qwen3.5-397b-a17b", "b200", "bf16", 8, 10), ("qwen3.5-397b-a17b", "b300", "fp4", 8, 10),
+    ("qwen3.5-397b-a17b", "b300", "fp4", 16, 30),
+    ("deepseek-v3", "b200", "fp4", 8, 10), ("deepseek-v3", "b200", "fp4", 16, 30),
+    # no interval on the H200 (its scripts pass none)
+    ("qwen3.5-397b-a17b", "h200-sxm", "fp8", 64, None), ("deepseek-v3", "h200-sxm", "fp8", 64, None),
+])
+def test_each_script_gets_its_own_receive_interval(model, gpu, weights, conc, want):
+    assert _recv(model, gpu, weights, conc) == want
+
+
+def test_the_recipe_says_which_script_set_the_interval():
+    r = recipe_for(IMAX, "sglang", 1024, concurrency=4, gpu="b200", output=1024,
+                   model="qwen3.5-397b-a17b", weights="fp4")
+    assert any("qwen3.5_fp4_b200.sh" in n and "30" in n for n in r.notes)
+    # and does not claim the shared rule it replaced
+    assert not any("10 below C=16" in n for n in r.notes)
+
+
+def test_qwen35_keeps_its_radix_cache_off_everywhere():
+    for gpu in ("b200", "b300", "h200-sxm"):
+        r = recipe_for(IMAX, "sglang", 1024, concurrency=4, gpu=gpu, output=1024,
+                       model="qwen3.5-397b-a17b", weights="fp8")
+        assert r.radix_cache is False
+    assert recipe_for(IMAX, "sglang", 1024, concurrency=4, gpu="b200", output=1024,
+                      model="glm-5", weights="fp8").radix_cache is None
+
+
+def test_disaggregated_workers_keep_their_own_rule():
+    # the dynamo-sglang workers' interval (serving_recipe.INFERENCEMAX_SGLANG_DISAGG_RECV_INTERVAL)
+    assert _recv("qwen3.5-397b-a17b", "b200", "fp4", 4, disagg=True) == 10
+
+
+@given(model=st.text(max_size=20), engine=st.sampled_from(["sglang", "vllm", "trtllm", "x"]),
+       gpu=st.one_of(st.none(), st.sampled_from(["b200", "b300", "h200-sxm", "h100-sxm"]),
+                     st.text(max_size=8)),
+       weights=st.one_of(st.none(), st.sampled_from(["fp8", "fp4", "bf16"]), st.text(max_size=6)),
+       disagg=st.booleans())
+def test_any_input_gives_none_or_typed_overrides(model, engine, gpu, weights, disagg):
+    out = sglang_model_flags(model, engine, gpu, weights, disagg)
+    if out is None:
+        return
+    fields, notes = out
+    assert set(fields) <= {"recv_interval_steps", "radix_cache"} and notes
+    assert engine == "sglang"
+    recv = fields.get("recv_interval_steps")
+    assert recv is None or (isinstance(recv, int) and recv > 1)
+    assert ("radix_cache" in fields) == (model or "").lower().startswith("qwen3.5")
