@@ -29,6 +29,11 @@ def _recv(model: str, gpu: str, weights: str, conc: int, disagg: bool = False):
     ("qwen3.5-397b-a17b", "b200", "bf16", 8, 10), ("qwen3.5-397b-a17b", "b300", "fp4", 8, 10),
     ("qwen3.5-397b-a17b", "b300", "fp4", 16, 30),
     ("deepseek-v3", "b200", "fp4", 8, 10), ("deepseek-v3", "b200", "fp4", 16, 30),
+    # glm5_fp8_b200.sh / glm5_fp8_b300.sh pass none (SGLang polls every step); glm5_fp4_b200.sh
+    # passes 10 at every concurrency
+    ("glm-5", "b200", "fp8", 4, None), ("glm-5", "b200", "fp8", 64, None),
+    ("glm-5", "b300", "fp8", 16, None), ("glm-5", "b200", "fp4", 4, 10),
+    ("glm-5", "b200", "fp4", 64, 10),
     # no interval on the H200 (its scripts pass none)
     ("qwen3.5-397b-a17b", "h200-sxm", "fp8", 64, None), ("deepseek-v3", "h200-sxm", "fp8", 64, None),
 ])
@@ -72,4 +77,5 @@ def test_any_input_gives_none_or_typed_overrides(model, engine, gpu, weights, di
     assert engine == "sglang"
     recv = fields.get("recv_interval_steps")
     assert recv is None or (isinstance(recv, int) and recv > 1)
+    assert recv is not None or (model or "").lower().startswith("glm-5")
     assert ("radix_cache" in fields) == (model or "").lower().startswith("qwen3.5")

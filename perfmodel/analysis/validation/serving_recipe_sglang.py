@@ -6,10 +6,10 @@ row. Scripts that say otherwise (SemiAnalysisAI/InferenceX benchmarks/single_nod
 - Qwen3.5 fp4 on B200: qwen3.5_fp4_b200.sh passes `--scheduler-recv-interval 30` at every
   concurrency (replayed);
 - GLM-5: glm5_fp8_b200.sh, glm5_fp8_b300.sh (fixed_seq_len/) and the first
-  benchmarks/glm5_fp8_b200.sh pass none (SGLang's default 1), glm5_fp4_b200.sh passes 10 at every
-  concurrency. Not replayed: with them the GLM-5 rows' excess over the prediction becomes a
-  constant number of decode steps per configuration (a short prompt step, not the schedule),
-  and the whole serving file's aggregated TTFT moves 23.2% -> 23.5% (docs/serve.md);
+  benchmarks/glm5_fp8_b200.sh pass none (SGLang's default 1: None here), glm5_fp4_b200.sh passes
+  10 at every concurrency (replayed). With them the GLM-5 rows' excess over the prediction is a
+  constant number of decode steps per configuration (a prompt step priced short, not the
+  schedule), where the shared 10/30 rule had matched the 8k rows by accident (docs/serve.md);
 - Qwen3.5 fp8 on B300: both stored qwen3.5_fp8_b300.sh versions pass 10 at every concurrency,
   but which version ran which rows is not known (docs/hybrid_ttft.md): not replayed.
 Every Qwen3.5 script passes --disable-radix-cache (so SGLang keeps its overlap scheduler for
@@ -22,9 +22,13 @@ these rows' predicted TTFT, already below the measurement at every concurrency.
 from __future__ import annotations
 
 QWEN35_MODEL_PREFIX = "qwen3.5"
-# (model prefix, GPU, experts' format) -> (interval at every concurrency, script)
+# (model prefix, GPU, experts' format) -> (interval at every concurrency, None: the script
+# passes none, SGLang polls every step; script)
 INFERENCEX_SGLANG_OWN_RECV = {
     (QWEN35_MODEL_PREFIX, "b200", "fp4"): (30, "qwen3.5_fp4_b200.sh"),
+    ("glm-5", "b200", "fp8"): (None, "glm5_fp8_b200.sh"),
+    ("glm-5", "b300", "fp8"): (None, "glm5_fp8_b300.sh"),
+    ("glm-5", "b200", "fp4"): (10, "glm5_fp4_b200.sh"),
 }
 
 
@@ -45,6 +49,7 @@ def sglang_model_flags(model: str | None, engine: str, gpu: str | None, weights:
     for (prefix, g, w), (recv, script) in INFERENCEX_SGLANG_OWN_RECV.items():
         if not disagg and name.startswith(prefix) and gpu == g and weights == w:
             fields["recv_interval_steps"] = recv
-            notes.append(f"engine: SGLang --scheduler-recv-interval {recv} at every concurrency "
-                         f"(InferenceX {script})")
+            flag = (f"--scheduler-recv-interval {recv}" if recv else
+                    "no --scheduler-recv-interval (SGLang's default, every step)")
+            notes.append(f"engine: SGLang {flag} at every concurrency (InferenceX {script})")
     return (fields, notes) if fields else None
