@@ -108,6 +108,18 @@ _STATIC_CACHE = dict(kv_prealloc="max_context", kv_prealloc_tokens=STATIC_CACHE_
 EAGER_LAUNCH_S = 26e-6
 VLLM_GRAPH_MAX_TOKENS = 512
 VLLM_EAGER_LAUNCH_S = 14e-6
+# vLLM's steps that carry prompt tokens within the capture size replay PIECEWISE graphs (the
+# default cudagraph_mode FULL_AND_PIECEWISE keeps full graphs for uniform decode batches only,
+# vllm-project/vllm#25444; docs design/cuda_graphs.md): the attention ops are splitting ops
+# and run eagerly between the graph pieces, one Python-level attention call per layer.
+# Measured: vllm#25444 (Qwen3-Coder-30B-A3B-Instruct-FP8, 48 layers, 1 x H100, 10 requests of
+# 1024 in / 128 out at once): PIECEWISE 4.07 req/s against FULL_AND_PIECEWISE 5.98 (4.29 and
+# 6.20 with async scheduling). The prompt steps (10 x 1024 tokens, above the 512 capture size)
+# run without graphs in both, so the difference is the 127 decode steps of batch 10:
+# (10/4.07 - 10/5.98) s / 127 = 6.2 ms per step (5.6 ms with async scheduling), 118-129 us per
+# layer: VLLM_PIECEWISE_ATTENTION_S, paid by a graphed prompt step in series like an eager
+# one's issue (eager_issue_overlap False). Decode steps keep their full graphs.
+VLLM_PIECEWISE_ATTENTION_S = 120e-6
 # Decode batches above the largest captured graph run eagerly too (decode_graph_max_batch):
 # - TensorRT-LLM: DecodeCudaGraphConfig "If neither [batch_sizes nor max_batch_size] is
 #   provided, a default max_batch_size of 128 is used" (llm-api reference, 1.3);
@@ -290,7 +302,7 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
         kv_prealloc="request", quant_kernel_efficiency=0.85, fused_elementwise=True,
         source="vLLM docs (gpu_memory_utilization=0.9, block_size=16); vLLM V1 blog 2025", scheduler=VLLM_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
         prefill_graph_max_tokens=VLLM_GRAPH_MAX_TOKENS, eager_launch_s=VLLM_EAGER_LAUNCH_S,
-        eager_issue_overlap=False,
+        eager_issue_overlap=False, piecewise_attention_s=VLLM_PIECEWISE_ATTENTION_S,
         decode_graph_max_batch=VLLM_GRAPH_MAX_TOKENS, **VLLM_NVLS_WINDOW),
     EngineProfile(
         id="sglang", name="SGLang (radix cache, CUDA graphs)",

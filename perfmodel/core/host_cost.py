@@ -16,22 +16,29 @@ from perfmodel.core.specs import Deployment, EngineProfile, HardwareSpec, ModelS
 
 
 def _step_issue_s(engine: EngineProfile, hw: HardwareSpec, dep: Deployment, kernels, B, T,
-                  prefill, prompt_extra_s: float = 0.0):
+                  prefill, prompt_extra_s: float = 0.0, piecewise_s: float = 0.0):
     """(issue_s, eager mask) of a step_time call: `prefill` (a bool, or a mask over the
     queries) marks the steps that carry prompt tokens (B x T rows); the others are decode
     steps of B/dp rows. `prompt_extra_s`: host time an eager prompt step spends beyond its
-    kernels x eager_launch_s (core/ops_linear.prefill_issue_s)."""
+    kernels x eager_launch_s (core/ops_linear.prefill_issue_s); `piecewise_s`: the host time
+    a graphed prompt step adds (piecewise_prompt_s)."""
     rows = np.asarray(B, dtype=float) * np.asarray(T, dtype=float)
+    # a step of one new token per sequence is a uniform decode batch: a full graph (vLLM)
+    piecewise_s = np.where(np.asarray(T, dtype=float) > 1, piecewise_s, 0.0)
+    piecewise_s = float(piecewise_s) if piecewise_s.ndim == 0 else piecewise_s
     graphs = engine.graph_max_batch(hw.memory_bytes, dep.tp)
     dec_rows = np.asarray(B, dtype=float) / dep.dp
     decode = issue_s(engine, kernels, decode_rows=dec_rows, graph_max_batch=graphs)
     dec_eager = eager_step(engine, decode_rows=dec_rows, graph_max_batch=graphs)
     if isinstance(prefill, (bool, np.bool_)):
         if prefill:
-            return issue_s(engine, kernels, rows, eager_extra_s=prompt_extra_s), eager_step(engine, rows)
+            return (issue_s(engine, kernels, rows, eager_extra_s=prompt_extra_s,
+                            graphed_extra_s=piecewise_s), eager_step(engine, rows))
         return decode, dec_eager
     mask = np.asarray(prefill, dtype=bool)
-    return (np.where(mask, issue_s(engine, kernels, rows, eager_extra_s=prompt_extra_s), decode),
+    prompt = issue_s(engine, kernels, rows, eager_extra_s=prompt_extra_s,
+                     graphed_extra_s=piecewise_s)
+    return (np.where(mask, prompt, decode),
             np.where(mask, eager_step(engine, rows), dec_eager))
 
 
@@ -54,14 +61,16 @@ def eager_step(engine: EngineProfile, prompt_rows=None, *, decode_rows=None,
 
 
 def issue_s(engine: EngineProfile, kernels, prompt_rows=None, *, decode_rows=None,
-            graph_max_batch: int | None = None, eager_extra_s: float = 0.0):
+            graph_max_batch: int | None = None, eager_extra_s: float = 0.0,
+            graphed_extra_s: float = 0.0):
     """CPU time to issue one step's kernels: kernels x launch_s plus one graph replay. A graph
     engine runs a step eagerly, kernels x eager_launch_s (+ `eager_extra_s`, the host time of
     launches the kernel count does not price: core/ops_linear.prefill_issue_s), when it
     carries `prompt_rows` token rows above its prefill_graph_max_tokens, or when it is a
     decode step of `decode_rows` sequences per rank above its largest captured batch
-    (`graph_max_batch`, None: all)."""
-    graphed = kernels * engine.launch_s + engine.graph_launch_s
+    (`graph_max_batch`, None: all). `graphed_extra_s`: what a graphed step adds beyond its
+    replay (a piecewise prompt step's eager attention: piecewise_prompt_s)."""
+    graphed = kernels * engine.launch_s + engine.graph_launch_s + graphed_extra_s
     eager = eager_step(engine, prompt_rows, decode_rows=decode_rows,
                        graph_max_batch=graph_max_batch)
     if eager is False:
@@ -90,6 +99,25 @@ def host_step_s(engine: EngineProfile, gpu, issue, host, *, eager=False):
     if engine.host_overlap:
         return big(gpu, issue + host) + engine.cpu_overhead_per_step_s
     return big(gpu, issue) + host + engine.cpu_overhead_per_step_s
+
+
+def piecewise_prompt_s(m: ModelSpec, engine: EngineProfile) -> float:
+    """Host time a prompt step within the captured sizes adds to its graph replay: the eager
+    attention between the piecewise graphs, engine.piecewise_attention_s per layer (engines.py:
+    vLLM). 0 for engines without piecewise graphs or without graphs."""
+    if not _graph_engine(engine):
+        return 0.0
+    return m.num_layers * engine.piecewise_attention_s
+
+
+def prompt_series(engine: EngineProfile, eager, prefill, T):
+    """The steps whose issue time host_step_s puts in series with the GPU work: prompt steps
+    run eagerly, and, for an engine with piecewise prompt graphs, every prompt step of more
+    than one new token per sequence (one token each is a uniform decode batch)."""
+    out = np.logical_and(eager, prefill)
+    if engine.piecewise_attention_s and _graph_engine(engine):
+        out = np.logical_or(out, np.logical_and(prefill, np.asarray(T) > 1))
+    return out
 
 
 def _graph_engine(engine: EngineProfile) -> bool:

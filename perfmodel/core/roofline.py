@@ -33,7 +33,8 @@ from perfmodel.core.act_quant import act_quant_bytes, act_quant_s
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.grouped_gemm import expert_depth_factor, grouped_gemm_efficiency
 from perfmodel.core.host_cost import (_kernel_scale, _step_issue_s, eager_step,  # noqa: F401
-                                     host_step_s, issue_s, prompt_issue_s)
+                                     host_step_s, issue_s, piecewise_prompt_s, prompt_issue_s,
+                                     prompt_series)
 from perfmodel.core.ops import FloatArray, Op, OpCost, total
 from perfmodel.core.ops_linear import LINEAR_ATTENTION_OP, linear_attention_efficiency
 from perfmodel.core.parallel import comm_times, rank_ops
@@ -230,13 +231,13 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         kernels = kernels + extra
         gpu = gpu + extra * eff.kernel_s
     cpu, eager = _step_issue_s(engine, hw, dep, kernels, B, T, prefill,
-                               prompt_extra_s=prompt_issue_s(m, engine, attention or engine.attention))
+                               prompt_extra_s=prompt_issue_s(m, engine, attention or engine.attention),
+                               piecewise_s=piecewise_prompt_s(m, engine))
     # B running sequences; with attention DP each of the dp ranks schedules its B/dp
     # sequences in its own process (SGLang/TRT-LLM attention DP, vLLM DP engine cores)
     host = np.asarray(B, dtype=float) / dep.dp * engine.host_per_seq_s
     # the series rule is measured on prompt steps (engines.py); eager decode keeps the max
-    prompt_eager = np.logical_and(eager, prefill)
-    step = host_step_s(engine, gpu, cpu, host, eager=prompt_eager)
+    step = host_step_s(engine, gpu, cpu, host, eager=prompt_series(engine, eager, prefill, T))
     work = total(op_list)
     bound = _bound(compute_sum, memory_sum, comm_sum, cpu + host, gpu)
     return StepEstimate(time_s=step, gpu_s=gpu,

@@ -136,6 +136,11 @@ class EngineProfile(Spec):
         "the CPU issues the later ones, so the step costs max(GPU, issue); False: the two run "
         "in series, GPU + issue (SGLang, TensorRT-LLM and vLLM, engines.py). Eager decode steps keep "
         "the max.")
+    piecewise_attention_s: float = Field(
+        default=0.0, ge=0, description="Host time per layer of a step carrying prompt tokens "
+        "that replays piecewise CUDA graphs, whose attention runs eagerly between the graph "
+        "pieces (vLLM, engines.py); paid like an eager prompt step's issue (eager_issue_overlap). "
+        "0: prompt steps within the captured sizes replay whole graphs.")
     cpu_overhead_per_step_s: float = Field(
         ge=0, description="Scheduler/sampling/Python time per decode step not hidden behind the GPU.")
     per_request_overhead_s: float = Field(

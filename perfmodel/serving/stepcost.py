@@ -36,7 +36,7 @@ import numpy as np
 from perfmodel.core.host_cost import prompt_issue_s
 from perfmodel.core.parallel import p2p_s
 from perfmodel.core.predict import Scenario
-from perfmodel.core.roofline import host_step_s, issue_s, step_time
+from perfmodel.core.roofline import host_step_s, issue_s, piecewise_prompt_s, step_time
 
 HEAD_OPS = ("final_norm", "lm_head", "sampling")
 ROW_POINTS = 72          # geometric grid of token rows (interpolation error well under 1%)
@@ -76,6 +76,8 @@ class StepCost:
     hop: tuple                  # (pp - 1) hand-off: (seconds per row, fixed seconds)
     prompt_issue_s: float = 0.0  # eager prompt steps' host time beyond the kernel count
                                  # (core/host_cost.prompt_issue_s)
+    piecewise_s: float = 0.0     # a graphed prompt step's eager attention, paid in series
+                                 # (core/host_cost.piecewise_prompt_s)
 
     def body(self, M):
         return np.interp(M, self.rows, self.body_s)
@@ -112,8 +114,10 @@ class StepCost:
         eager = (d + sum(chunks) > self.graphed_prompt_rows if chunks
                  else self.graphed_decode_rows is not None and d > self.graphed_decode_rows)
         cpu = (self.eager_cpu_s + (self.prompt_issue_s if chunks else 0.0)) if eager else self.cpu_s
-        return host_step_s(self.engine, float(gpu), cpu, seqs * self.host_seq_s,
-                           eager=bool(eager and chunks))
+        series = bool(eager and chunks)
+        if chunks and self.piecewise_s and not eager and max(chunks) > 1:
+            cpu, series = cpu + self.piecewise_s, True
+        return host_step_s(self.engine, float(gpu), cpu, seqs * self.host_seq_s, eager=series)
 
     def __post_init__(self):
         # python-list copies for the scalar path (bisect on lists beats numpy on scalars)
@@ -236,4 +240,5 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
         graphed_decode_rows=_graphed_decode_rows(sc),
         overhead_s=sc.engine.cpu_overhead_per_step_s, pp=sc.dep.pp, hop=hop, engine=sc.engine,
         host_seq_s=sc.engine.host_per_seq_s / sc.dep.dp,
-        prompt_issue_s=prompt_issue_s(sc.model, sc.engine, sc.attention or sc.engine.attention))
+        prompt_issue_s=prompt_issue_s(sc.model, sc.engine, sc.attention or sc.engine.attention),
+        piecewise_s=piecewise_prompt_s(sc.model, sc.engine))

@@ -237,10 +237,11 @@ def _serve(sc: predict.Scenario, f: Scenario, assumptions: list[str]) -> dict:
 
 
 def _recompute_tpot(sc: predict.Scenario, B: int, P: int, O: int) -> tuple[float, str]:
-    """Mean decode step without a KV cache: step(B, T=S+1, S=0) over S = P+1 .. P+O-1."""
+    """Mean decode step without a KV cache: step(B, T=S+1, S=0) over S = P+1 .. P+O-1, each a
+    prompt step (a prefill of the whole sequence, as an engine runs it)."""
     first, last = P + 1.0, P + max(O - 1.0, 1.0)
     grid = np.linspace(first, last, KV_OFF_NODES) if last > first else np.array([first])
-    est = predict.step(sc, B, grid + 1.0, 0.0)
+    est = predict.step(sc, B, grid + 1.0, 0.0, prefill=True)
     t = np.broadcast_to(np.asarray(est.time_s, dtype=float), grid.shape)
     mean = float(np.trapezoid(t, grid) / (last - first)) if last > first else float(t[0])
     bounds = np.atleast_1d(est.bound)

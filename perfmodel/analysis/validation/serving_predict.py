@@ -148,6 +148,8 @@ def _with_recipe(sc, recipe: Recipe):
     if recipe.decode_graph_max_batch is not None:
         eng.update(decode_graph_max_batch=recipe.decode_graph_max_batch,
                    decode_graph_max_batch_by_gpu=())
+    if recipe.prefill_graph_max_tokens is not None:   # vLLM --max-cudagraph-capture-size
+        eng["prefill_graph_max_tokens"] = recipe.prefill_graph_max_tokens
     return replace(out, engine=out.engine.model_copy(update=eng)) if eng else out
 
 

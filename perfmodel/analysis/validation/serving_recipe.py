@@ -91,7 +91,8 @@ from perfmodel.analysis.validation.serving_provenance import (  # noqa: F401 (re
     inferencemax_twins)
 from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_recipe
 from perfmodel.analysis.validation.serving_recipe_sglang import sglang_model_flags
-from perfmodel.analysis.validation.serving_recipe_vllm import vllm_async_scheduling
+from perfmodel.analysis.validation.serving_recipe_vllm import (inferencex_vllm_graphs,
+                                                               vllm_async_scheduling)
 from perfmodel.analysis.validation.serving_versions import vllm_prefill_kernels
 
 # AIConfigurator generator (rule_plugin/{vllm,trtllm}.rule): agg max_num_tokens =
@@ -177,6 +178,8 @@ class Recipe(BaseModel):
     decode_graph_max_batch: int | None = Field(
         default=None, ge=1, description="Largest CUDA-graph decode batch the deployment "
         "captured (None: the engine preset's default).")
+    prefill_graph_max_tokens: int | None = Field(default=None, ge=1, description="vLLM "
+        "--max-cudagraph-capture-size: steps with prompt tokens graphed up to it (None: preset).")
     mixed_prefill: bool | None = Field(
         default=None, description="Prompt chunks ride in the steps of the running decodes "
         "(SGLang --enable-mixed-chunk; None: the engine preset's default).")
@@ -213,7 +216,7 @@ class Recipe(BaseModel):
                 self.chunked_prefill, self.batch_wait_timeout_iters,
                 self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters,
                 self.kv_memory_fraction, self.prefill_attention, self.overlap_scheduler,
-                self.radix_cache)
+                self.radix_cache, self.prefill_graph_max_tokens)
 
 
 def _aic_sglang(prompt: int, version: str | None, disagg: bool) -> Recipe | None:
@@ -381,6 +384,10 @@ def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, g
         if dsr1 is not None:
             fields.update(dsr1[0])
             notes.append(dsr1[1])
+        graphed = inferencex_vllm_graphs(source, engine, prompt, model, weights, gpu, version,
+                                         disagg)
+        if graphed is not None:
+            fields, notes = {**fields, **graphed[0]}, notes + [graphed[1]]
         own = sglang_model_flags(model, engine, gpu, weights, disagg)
         if own is not None:         # GLM-5 and Qwen3.5 scripts: their own receive interval
             fields.update(own[0])

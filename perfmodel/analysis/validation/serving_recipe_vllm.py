@@ -17,6 +17,7 @@ preset's default, and its assumptions say so.
 
 from __future__ import annotations
 
+from perfmodel.analysis.validation.serving_provenance import _measured
 from perfmodel.core.engines import release_of
 
 # First vLLM release with async scheduling on by default (vllm#27614; module docstring).
@@ -42,3 +43,58 @@ def vllm_async_scheduling(version: str | None, *, before_merge: bool = False
                        "so assumed a release before 0.14.0: synchronous scheduling")
     return None, ("engine: no vLLM version; assumed current: async scheduling on "
                   "(default since 0.14.0, vllm#27614)")
+
+
+# InferenceX vLLM scripts that capture CUDA graphs for steps of up to 2048 tokens and set the
+# token budget per step to twice the prompt: `--max-cudagraph-capture-size 2048` and
+# `--max-num-batched-tokens "$((ISL * 2))"` (with --kv-cache-dtype fp8, --stream-interval 20,
+# --no-enable-prefix-caching), added to benchmarks/single_node/minimaxm2.5_fp8_b200.sh by
+# SemiAnalysisAI/InferenceX PR #947 together with the move to the v0.19.0 image ("Add
+# --max-cudagraph-capture-size 2048", "Add --max-num-batched-tokens based on ISL"; under
+# review on 2026-04-03), reused as-is by the MiniMax-M2.5 B300 scripts (PRs #1054, #1055: "reuses the
+# existing MiniMax-M2.5 FP8/FP4 B200 vLLM recipe as-is", v0.19.0) and present in the v0.19.0
+# NVFP4 B200 script (minimaxm2.5_fp4_b200.sh, the fork copy mpashkovskii/InferenceX@01d209c);
+# added to kimik2.5_fp4_b200.sh by PR #1047 ("Add kv-cache-dtype fp8,
+# max-cudagraph-capture-size 2048, max-num-batched-tokens, and stream-interval 20"), merged
+# after PR #1036 (images of 2026-04-15), while that script's image stayed v0.17.0. The scripts
+# before these PRs (the March runs: vLLM 0.16-0.18 and the April 3 nightly) set none of them,
+# and the Kimi-K2.5 B300 script got them only in June (PR #1698): those rows keep vLLM's
+# defaults (capture size min(2 x max_num_seqs, 512), budget 8192).
+# (catalog model id, experts' weight format, GPU id) -> (first vLLM release of the script
+# version with the flags, or None; first measurement date with them, or None).
+INFERENCEX_VLLM_CAPTURE_TOKENS = 2048
+INFERENCEX_VLLM_BUDGET_PER_PROMPT = 2
+INFERENCEX_VLLM_GRAPHED_SCRIPTS = {
+    ("minimax-m2.5", "fp8", "b200"): ((0, 19, 0), None),        # PR #947
+    ("minimax-m2.5", "fp4", "b200"): ((0, 19, 0), None),        # v0.19.0 script (fork copy)
+    ("minimax-m2.5", "fp8", "b300"): ((0, 19, 0), None),        # PR #1054
+    ("minimax-m2.5", "fp4", "b300"): ((0, 19, 0), None),        # PR #1055
+    ("kimi-k2.5", "fp4", "b200"): (None, "2026-04-15"),         # PR #1047 (after #1036)
+}
+
+
+def inferencex_vllm_graphs(source: str, engine: str, prompt: int, model: str | None,
+                           weights: str | None, gpu: str | None, version: str | None,
+                           disagg: bool = False) -> tuple[dict, str] | None:
+    """(Recipe fields, the assumption in words) of an aggregated InferenceX vLLM row (`source`
+    of the inferencemax family) whose script captured steps of up to
+    INFERENCEX_VLLM_CAPTURE_TOKENS tokens with a budget of 2 x ISL
+    (INFERENCEX_VLLM_GRAPHED_SCRIPTS), else None. The row's measurement date is read from
+    its source ("... measured YYYY-MM-DD ...") where it states one."""
+    entry = INFERENCEX_VLLM_GRAPHED_SCRIPTS.get((model or "", weights or "", gpu or ""))
+    if entry is None or engine != "vllm" or disagg:
+        return None
+    measured = _measured(source or "")
+    since_release, since_date = entry
+    release = release_of(version)
+    by_release = since_release is not None and release is not None and release >= since_release
+    by_date = since_date is not None and measured is not None and measured >= since_date
+    if not (by_release or by_date):
+        return None
+    cap, budget = INFERENCEX_VLLM_CAPTURE_TOKENS, INFERENCEX_VLLM_BUDGET_PER_PROMPT * prompt
+    return (dict(prefill_graph_max_tokens=cap, decode_graph_max_batch=cap,
+                 max_num_batched_tokens=budget),
+            f"engine: --max-cudagraph-capture-size {cap}, --max-num-batched-tokens {budget} "
+            f"= 2 x ISL (InferenceX {model} {weights} {gpu} vLLM script of this run: "
+            "serving_recipe_vllm.INFERENCEX_VLLM_GRAPHED_SCRIPTS): steps of up to "
+            f"{cap} tokens replay CUDA graphs")
