@@ -81,33 +81,20 @@ file, and the evidence): serving_provenance.py.
 
 from __future__ import annotations
 
-import math
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
-
 from perfmodel.analysis.validation.serving_provenance import (  # noqa: F401 (re-exported)
     AIC_COPIED_IMAGE_TAG, Family, _llama70b_import, copied_from_inferencemax, family,
     inferencemax_twins)
+from perfmodel.analysis.validation.serving_recipe_aic import (  # noqa: F401 (re-exported)
+    AIC_MARGIN_TOKENS, AIC_MAX_BATCH_SIZE, AIC_SGLANG_TEMPLATE_MIXES_CHUNKS,
+    AIC_TRTLLM_CHUNKED_PREFILL, AIC_TRTLLM_GRAPH_MAX_BATCH, AIC_TRTLLM_KV_FREE_FRACTION,
+    AIC_TRTLLM_TOKENS_PER_BLOCK, _aic)
 from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_recipe
+from perfmodel.analysis.validation.serving_recipe_model import Recipe
 from perfmodel.analysis.validation.serving_recipe_sglang import sglang_model_flags
 from perfmodel.analysis.validation.serving_recipe_vllm import (inferencex_vllm_graphs,
                                                                vllm_async_scheduling)
 from perfmodel.analysis.validation.serving_versions import vllm_prefill_kernels
 
-# AIConfigurator generator (rule_plugin/{vllm,trtllm}.rule): agg max_num_tokens =
-# max_batch_size + isl + 1500, and an aggregated worker's max_batch_size is 512 when the chosen
-# configuration's batch is below 512 (`agg_decode max_batch_size = 512 if < 512 else 2x`).
-# Assumption: the deployments measured ran batches below 512 (their concurrency sweeps end at
-# 128 plus the configuration's own estimate), so 512.
-AIC_MARGIN_TOKENS = 1500
-AIC_MAX_BATCH_SIZE = 512
-AIC_TRTLLM_TOKENS_PER_BLOCK = 32     # trtllm.rule default; max_num_tokens is a multiple of it
-# Whether the generator's own template for an SGLang version emits --enable-mixed-chunk
-# (backend_templates/sglang/cli_args.<version>.j2; module docstring): 0.5.6.post2 tests the key
-# the mapping sets, 0.5.1.post1 a misspelt one. Engine versions a cited template names, not row
-# values (tests/test_validate_serving.py exempts exactly these keys from its row-value check).
-AIC_SGLANG_TEMPLATE_MIXES_CHUNKS = {"0.5.1.post1": False, "0.5.6.post2": True}
 # InferenceX recipes: "random_range_ratio: 0.8, sa-bench" (srt-slurm recipe READMEs);
 # benchmark_lib.sh passes it to benchmark_serving.py --random-range-ratio.
 INFERENCEMAX_RANGE_RATIO = 0.8
@@ -121,18 +108,6 @@ INFERENCEMAX_SGLANG_RECV_GPUS = ("b200", "b300")  # B300: assumed as B200 (docst
 # TRT-LLM scripts `cuda_graph_config: max_batch_size: 512` (dsr1_fp4_b200_trt.sh), the H200 one
 # 128 (dsr1_fp8_h200_trt.sh); the H200 SGLang script `--cuda-graph-max-bs 512` at 1k/1k and 256
 # otherwise (dsr1_fp8_h200.sh). Other recipes keep the preset's default.
-AIC_TRTLLM_GRAPH_MAX_BATCH = 512
-# AIConfigurator's TRT-LLM engine templates (generator/config/backend_templates/trtllm/
-# extra_engine_args.<version>.yaml.j2, 1.0.0rc3 through 1.3.0rc1) write `enable_chunked_prefill:
-# {{ enable_chunked_prefill | default(false) }}` and no rule sets it (rule_plugin/trtllm.rule),
-# as TensorRT-LLM's own default (llm_args.py `enable_chunked_prefill: bool = Field(default=False)`):
-# every prompt runs whole, which the budget max_batch_size + ISL + 1500 always allows.
-AIC_TRTLLM_CHUNKED_PREFILL = False
-# The same templates write `kv_cache_config: free_gpu_memory_fraction: {{ ... | default(0.80) }}`
-# (extra_engine_args.<version>.yaml.j2, and the first generator's templates/trtllm/
-# extra_engine_args.yaml.j2) and no rule sets it (rule_plugin/trtllm.rule): the KV pool takes
-# 80% of the memory left free, against TensorRT-LLM's own 0.9 (the trtllm preset).
-AIC_TRTLLM_KV_FREE_FRACTION = 0.80
 INFERENCEMAX_TRTLLM_GRAPH_MAX_BATCH = {"b200": 512, "b300": 512, "h200-sxm": 128}
 # InferenceX's disaggregated SGLang recipes (benchmarks/dsr1_fp4_gb200_dynamo-sglang_slurm.sh)
 # launch the workers with ai-dynamo/dynamo's SGLang slurm_jobs worker scripts; the GB200 FP4
@@ -158,118 +133,6 @@ INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_RATIO = 0.9
 INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_LENGTHS = (1024, 1024)   # ISL, OSL
 INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_BELOW_TP = 8
 
-
-class Recipe(BaseModel):
-    """The benchmark a row was measured with, as the simulator replays it."""
-
-    model_config = ConfigDict(frozen=True)
-    family: Family = Field(default="other", description="Which harness measured the row.")
-    range_ratio: float = Field(default=1.0, gt=0, le=1,
-                               description="Lengths uniform in [ceil(r L), L] (1: fixed).")
-    max_num_batched_tokens: int | None = Field(
-        default=None, gt=0, description="Token budget per step the deployment set "
-        "(None: the engine preset's default).")
-    recv_interval_steps: int | None = Field(
-        default=None, ge=1, description="SGLang --scheduler-recv-interval the deployment set "
-        "(None: the engine preset's default).")
-    chunked_prefill: bool | None = Field(
-        default=None, description="Whether the deployment split prompts over steps "
-        "(None: the engine preset's default).")
-    decode_graph_max_batch: int | None = Field(
-        default=None, ge=1, description="Largest CUDA-graph decode batch the deployment "
-        "captured (None: the engine preset's default).")
-    prefill_graph_max_tokens: int | None = Field(default=None, ge=1, description="vLLM "
-        "--max-cudagraph-capture-size: steps with prompt tokens graphed up to it (None: preset).")
-    mixed_prefill: bool | None = Field(
-        default=None, description="Prompt chunks ride in the steps of the running decodes "
-        "(SGLang --enable-mixed-chunk; None: the engine preset's default).")
-    max_prefill_tokens: int | None = Field(
-        default=None, gt=0, description="SGLang --max-prefill-tokens: tokens of one mixed step, "
-        "decodes included, capped by the preset's chunk size on the GPU (None: the preset's).")
-    batch_wait_timeout_iters: int | None = Field(
-        default=None, ge=0, description="TensorRT-LLM batch_wait_timeout_iters the deployment "
-        "set (None: the engine preset's default, off).")
-    batch_wait_max_tokens_ratio: float | None = Field(
-        default=None, ge=0, le=1, description="TensorRT-LLM batch_wait_max_tokens_ratio the "
-        "deployment set (None: the engine preset's default, 0).")
-    adp_balance_timeout_iters: int | None = Field(
-        default=None, ge=0, description="TensorRT-LLM attention_dp_config timeout_iters with "
-        "enable_balance (None: the engine preset's default, off).")
-    prefill_attention: Literal["native", "fa2"] | None = Field(
-        default=None, description="Prompt-step attention kernels of the engine version that "
-        "ran (EngineProfile.prefill_attention; None: the preset's).")
-    kv_memory_fraction: float | None = Field(
-        default=None, gt=0, le=1, description="KV pool share (TensorRT-LLM free_gpu_memory_"
-        "fraction of free memory, SGLang --mem-fraction-static of the device; None: preset's).")
-    overlap_scheduler: bool | None = Field(
-        default=None, description="The engine version plans step n+1 while step n runs "
-        "(vLLM async scheduling from 0.14.0: serving_recipe_vllm.py; None: the preset's).")
-    radix_cache: bool | None = Field(
-        default=None, description="SGLang's radix (prefix) cache; False: --disable-radix-cache, "
-        "so a hybrid linear-attention model keeps the overlap scheduler (None: the preset's, on).")
-    notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
-
-    def key(self) -> tuple:
-        """What changes a prediction (rows sharing it and a configuration share a call)."""
-        return (self.range_ratio, self.max_num_batched_tokens, self.recv_interval_steps,
-                self.decode_graph_max_batch, self.mixed_prefill, self.max_prefill_tokens,
-                self.chunked_prefill, self.batch_wait_timeout_iters,
-                self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters,
-                self.kv_memory_fraction, self.prefill_attention, self.overlap_scheduler,
-                self.radix_cache, self.prefill_graph_max_tokens)
-
-
-def _aic_sglang(prompt: int, version: str | None, disagg: bool) -> Recipe | None:
-    """An aggregated SGLang worker's --max-prefill-tokens (every generator template emits it),
-    with --enable-mixed-chunk where its version's own template emits that too (module
-    docstring); None for a disaggregated worker."""
-    if disagg:
-        return None
-    cap = prompt + AIC_MARGIN_TOKENS
-    mixed = AIC_SGLANG_TEMPLATE_MIXES_CHUNKS.get((version or "").strip().lower().lstrip("v"),
-                                                 False)
-    src = f"backend_templates/sglang/cli_args.{version}.j2" if mixed else "its template"
-    flag = "--enable-mixed-chunk " if mixed else ""
-    what = ("running decodes ride in each prefill step and count against its tokens" if mixed
-            else "separate prefill batches of at most that many new tokens (no mixed-chunk flag "
-                 "in the template of this version)")
-    return Recipe(family="aic", mixed_prefill=True if mixed else None, max_prefill_tokens=cap,
-                  notes=("harness: AIConfigurator benchmark (aiperf/genai-perf closed loop, fixed "
-                         "lengths, 2 x C warm-up drained before measuring)",
-                         f"engine: SGLang {flag}--max-prefill-tokens {cap} = ISL + "
-                         f"{AIC_MARGIN_TOKENS} (AIConfigurator generator: rule_plugin/sglang.rule, "
-                         f"emitted by {src}), within the preset's chunk size: {what}"))
-
-
-def _aic(engine: str, prompt: int, version: str | None = None, disagg: bool = False) -> Recipe:
-    base = ("harness: AIConfigurator benchmark (aiperf/genai-perf closed loop, fixed lengths, "
-            "2 x C warm-up drained before measuring)")
-    if engine in ("vllm", "trtllm"):
-        budget = AIC_MAX_BATCH_SIZE + prompt + AIC_MARGIN_TOKENS
-        if engine == "trtllm":
-            b = AIC_TRTLLM_TOKENS_PER_BLOCK
-            budget = math.ceil(budget / b) * b
-        flag = "--max-num-batched-tokens" if engine == "vllm" else "max_num_tokens"
-        note = (f"engine: {flag} {budget} = max_batch_size {AIC_MAX_BATCH_SIZE} (assumed) + ISL "
-                f"+ {AIC_MARGIN_TOKENS} (AIConfigurator generator, rule_plugin/{engine}.rule)")
-        graphs = AIC_TRTLLM_GRAPH_MAX_BATCH if engine == "trtllm" else None
-        notes = (base, note) + ((f"engine: CUDA graphs for decode batches up to {graphs} "
-                                 "(trtllm.rule cuda_graph_batch_sizes)",) if graphs else ())
-        chunked = AIC_TRTLLM_CHUNKED_PREFILL if engine == "trtllm" else None
-        kv = AIC_TRTLLM_KV_FREE_FRACTION if engine == "trtllm" else None
-        if chunked is False:
-            notes += ("engine: no chunked prefill (AIConfigurator's TRT-LLM template default, "
-                      "enable_chunked_prefill false)",)
-        if kv is not None:
-            notes += (f"engine: KV pool {kv:.0%} of the free memory (AIConfigurator's TRT-LLM "
-                      "template default, kv_cache_config free_gpu_memory_fraction)",)
-        return Recipe(family="aic", max_num_batched_tokens=budget, chunked_prefill=chunked,
-                      decode_graph_max_batch=graphs, kv_memory_fraction=kv, notes=notes)
-    if engine == "sglang":
-        mixed = _aic_sglang(prompt, version, disagg)
-        if mixed is not None:
-            return mixed
-    return Recipe(family="aic", notes=(base, f"engine: {engine} preset defaults"))
 
 
 def _inferencemax_recv(engine: str, concurrency: int | None, gpu: str | None,
