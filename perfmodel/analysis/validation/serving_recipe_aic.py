@@ -18,8 +18,9 @@ AIC_MAX_BATCH_SIZE = 512
 AIC_TRTLLM_TOKENS_PER_BLOCK = 32     # trtllm.rule default; max_num_tokens is a multiple of it
 # Whether the generator's own template for an SGLang version emits --enable-mixed-chunk
 # (backend_templates/sglang/cli_args.<version>.j2; serving_recipe.py docstring): 0.5.6.post2
-# tests the key the mapping sets, 0.5.1.post1 a misspelt one. Engine versions a cited template names, not row
-# values (tests/test_validate_serving.py exempts exactly these keys from its row-value check).
+# tests the key the mapping sets, 0.5.1.post1 a misspelt one. Engine versions a cited template
+# names, not row values (tests/test_validate_serving.py exempts exactly these keys from its
+# row-value check).
 AIC_SGLANG_TEMPLATE_MIXES_CHUNKS = {"0.5.1.post1": False, "0.5.6.post2": True}
 # trtllm.rule cuda_graph_batch_sizes up to 512 (serving_recipe.py: the recipes' decode graphs).
 AIC_TRTLLM_GRAPH_MAX_BATCH = 512
