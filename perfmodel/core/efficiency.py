@@ -130,12 +130,13 @@ BLACKWELL_GEMM_BY_DTYPE = {
 kernel benchmarks (no B200 of our own): its GEMMs reach a smaller fraction of the 2x larger
 tensor-core peak than Hopper's do of theirs (HOPPER_GEMM_BY_DTYPE: fp8 0.735 / 86 rows), and
 need more rows to get there (256-row 2-SM tiles). fp8_block falls back to the fp8 curve
-(GEMM_KIND_FALLBACK), a known over-estimate left unfitted: on one B200, FlashInfer's CUTLASS
+(GEMM_KIND_FALLBACK), unfitted for want of a source: on one B200, FlashInfer's CUTLASS
 block-scaled fp8 GEMM (gemm_fp8_nt_groupwise, 128x128 blocks) ran at 0.58-0.97x the speed of
-fp16 torch linear (flashinfer-ai/flashinfer#2146, reproduced in NVIDIA/cutlass#2923), and
-vllm-project/vllm PR #31185 proposed cutlass_scaled_mm over DeepGEMM's sm100 block-scale GEMM
-for speed; the stored copies of those threads hold no prompt-size (M >= 1024) TFLOP/s table,
-so no curve is fitted (and none to serving rows). Assumption: B300/GB200/GB300 take
+fp16 torch linear (flashinfer-ai/flashinfer#2146, reproduced in NVIDIA/cutlass#2923), while
+DeepGEMM, SGLang's sm100 path, feeds the same 1x128/128x128 scales as UE8M0 to the block-scaled
+tensor-core MMA (deepseek-ai/DeepGEMM PR #112); the stored copies of those threads (and of
+vllm-project/vllm PR #31185, DeepGEMM against cutlass_scaled_mm on B200) hold no prompt-size
+(M >= 1024) TFLOP/s table, so no curve is fitted (and none to serving rows). Assumption: B300/GB200/GB300 take
 the B200 curves (same sm_100 kernels)."""
 
 BLACKWELL_FA2_ATTN_COMPUTE = 0.155
