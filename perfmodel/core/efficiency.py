@@ -136,8 +136,8 @@ fp16 torch linear (flashinfer-ai/flashinfer#2146, reproduced in NVIDIA/cutlass#2
 DeepGEMM, SGLang's sm100 path, feeds the same 1x128/128x128 scales as UE8M0 to the block-scaled
 tensor-core MMA (deepseek-ai/DeepGEMM PR #112); the stored copies of those threads (and of
 vllm-project/vllm PR #31185, DeepGEMM against cutlass_scaled_mm on B200) hold no prompt-size
-(M >= 1024) TFLOP/s table, so no curve is fitted (and none to serving rows). Assumption: B300/GB200/GB300 take
-the B200 curves (same sm_100 kernels)."""
+(M >= 1024) TFLOP/s table, so no curve is fitted (and none to serving rows).
+Assumption: B300/GB200/GB300 take the B200 curves (same sm_100 kernels)."""
 
 BLACKWELL_FA2_ATTN_COMPUTE = 0.155
 """Efficiency.attn_compute_fa2 on datacenter Blackwell: FlashAttention-2-class prefill kernels
