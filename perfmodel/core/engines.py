@@ -37,9 +37,9 @@ Sources for the parameters (mid-range values, not fitted to any validation row):
 
 from __future__ import annotations
 
-import re
-
 from perfmodel.core.eager_kernels import SGLANG_EAGER_BLOCKS, TRTLLM_EAGER_BLOCKS
+from perfmodel.core.engine_versions import (  # noqa: F401 (re-exported)
+    VLLM_NATIVE_PREFILL_SINCE, release_of, vllm_prefill_attention)
 from perfmodel.core.errors import UnknownIdError
 from perfmodel.core.grouped_gemm import SGLANG_FUSED_MOE_STREAM_FRACTION
 from perfmodel.core.specs import EngineProfile, SchedulerSpec
@@ -372,31 +372,3 @@ def load_engine(engine_id: str) -> EngineProfile:
 
 def list_engines() -> list[EngineProfile]:
     return list(ENGINES.values())
-
-
-# vLLM's prefill attention on datacenter Blackwell, by version (EngineProfile.prefill_attention):
-# FlashAttention 3 does not run on sm_100, so vLLM's prompt steps there ran FlashAttention-2-class
-# kernels (vllm-flash-attn FA2, or the FlashInfer backend, vLLM's choice on Blackwell, whose
-# prefill wrapper picks its fa2 backend on sm_100: flashinfer PR #5133) until its FlashInfer
-# backend sent prompts to the TRT-LLM-gen kernels: those were used "only for <= 256 tokens
-# despite being faster" until vllm-project/vllm PR #25998 (opened 2025-10-01, after the v0.11.0
-# release branch; first release taken to be 0.11.1, an assumption: the stored thread has no
-# merge date). The decode path has run TRT-LLM-gen kernels since PR #19825 (2025-07), which the
-# default (native) rates price.
-VLLM_NATIVE_PREFILL_SINCE = (0, 11, 1)
-
-
-def release_of(version: str | None) -> tuple[int, int, int] | None:
-    """An engine version's release number: '0.10.2' / 'v0.19.0' / '0.11.0rc1' -> (0, 10, 2) ...,
-    '0.14' -> (0, 14, 0); None for nightlies and the unknown."""
-    found = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", (version or "").strip().lower())
-    return tuple(int(g or 0) for g in found.groups()) if found else None
-
-
-def vllm_prefill_attention(version: str | None) -> str | None:
-    """'fa2' for a vLLM release before VLLM_NATIVE_PREFILL_SINCE, 'native' from it, None when
-    the version is not a release number (nightly builds, unknown): the preset's default."""
-    release = release_of(version)
-    if release is None:
-        return None
-    return "fa2" if release < VLLM_NATIVE_PREFILL_SINCE else "native"

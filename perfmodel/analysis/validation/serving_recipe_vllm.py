@@ -18,7 +18,7 @@ preset's default, and its assumptions say so.
 from __future__ import annotations
 
 from perfmodel.analysis.validation.serving_provenance import _measured
-from perfmodel.core.engines import release_of
+from perfmodel.core.engine_versions import release_of
 
 # First vLLM release with async scheduling on by default (vllm#27614; module docstring).
 VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)

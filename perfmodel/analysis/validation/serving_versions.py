@@ -10,7 +10,7 @@ InferenceMAX's B200 Llama-70B fp4 script pins flashinfer-python 0.3.0post1, of A
 
 from __future__ import annotations
 
-from perfmodel.core.engines import vllm_prefill_attention
+from perfmodel.core.engine_versions import vllm_prefill_attention
 
 AIC_INFERENCEMAX_VLLM_ASSUMED_VERSION = "0.11.0"
 
