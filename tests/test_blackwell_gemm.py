@@ -13,6 +13,7 @@ from perfmodel.core.grouped_gemm import grouped_gemm_efficiency
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.roofline import step_time
 from perfmodel.core.specs import Precision
+from perfmodel.core.units import tflops
 
 # B200 dense peaks, NVIDIA Blackwell datasheet (hardware_db/b200.yaml): fp8 4.5, fp4 9, bf16 2.25 PF
 PEAK = {"fp8": 4500e12, "fp4": 9000e12, "bf16": 2250e12}
@@ -33,7 +34,7 @@ BAND = 0.30   # one curve per kind over several shapes: the fits' worst miss fro
 @pytest.mark.parametrize("kind, n, m", sorted(MEASURED_TFLOPS))
 def test_the_blackwell_curve_reproduces_the_published_b200_gemms(kind, n, m):
     e = default_efficiency(load_gpu("b200")).for_gemm(kind)
-    predicted = PEAK[kind] * e.gemm(m) / 1e12
+    predicted = tflops(PEAK[kind] * e.gemm(m))
     assert predicted == pytest.approx(MEASURED_TFLOPS[(kind, n, m)], rel=BAND)
 
 

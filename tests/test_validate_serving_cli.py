@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from perfmodel.cli import main
 from perfmodel.core.errors import PerfModelError
+from perfmodel.core.units import ms
 from perfmodel.analysis.validation import serving_predict as sp
 from perfmodel.analysis.validation.serving_map import Capabilities, ServingTarget, map_serving_row
 from perfmodel.analysis.validation.serving_run import (DEFAULT_SERVING, concurrency_band,
@@ -179,7 +180,7 @@ def test_twin_rows_of_the_file_map_to_one_layout():
     got = {}
     for r in rows:
         t = map_serving_row(r, Capabilities(attention_dp=True))
-        got.setdefault(round(r.tpot_s * 1e3, 1), set()).add((t.num_gpus, t.concurrency))
+        got.setdefault(round(ms(r.tpot_s), 1), set()).add((t.num_gpus, t.concurrency))
     pairs = [v for v in got.values() if len(v) == 1 and next(iter(v))[1] == 128]
     assert rows and pairs, got
     assert all(len(v) == 1 for v in got.values()), got   # the same TPOT -> the same layout

@@ -23,8 +23,7 @@ def _step_issue_s(engine: EngineProfile, hw: HardwareSpec, dep: Deployment, kern
     kernels x eager_launch_s (core/ops_linear.prefill_issue_s); `piecewise_s`: the host time
     a graphed prompt step adds (piecewise_prompt_s)."""
     rows = np.asarray(B, dtype=float) * np.asarray(T, dtype=float)
-    # a step of one new token per sequence is a uniform decode batch: a full graph (vLLM)
-    piecewise_s = np.where(np.asarray(T, dtype=float) > 1, piecewise_s, 0.0)
+    piecewise_s = np.where(piecewise_step(True, T), piecewise_s, 0.0)
     piecewise_s = float(piecewise_s) if piecewise_s.ndim == 0 else piecewise_s
     graphs = engine.graph_max_batch(hw.memory_bytes, dep.tp)
     dec_rows = np.asarray(B, dtype=float) / dep.dp
@@ -110,13 +109,19 @@ def piecewise_prompt_s(m: ModelSpec, engine: EngineProfile) -> float:
     return m.num_layers * engine.piecewise_attention_s
 
 
+def piecewise_step(prefill, new_tokens):
+    """The prompt steps a piecewise-graph engine (vLLM) replays with its attention run eagerly:
+    more than one new token per sequence (`new_tokens`: T of step_time, the largest chunk of
+    the simulator's step); one token each is a uniform decode batch, a full graph."""
+    return np.logical_and(prefill, np.asarray(new_tokens, dtype=float) > 1)
+
+
 def prompt_series(engine: EngineProfile, eager, prefill, T):
     """The steps whose issue time host_step_s puts in series with the GPU work: prompt steps
-    run eagerly, and, for an engine with piecewise prompt graphs, every prompt step of more
-    than one new token per sequence (one token each is a uniform decode batch)."""
+    run eagerly, and, for an engine with piecewise prompt graphs, every piecewise_step."""
     out = np.logical_and(eager, prefill)
     if engine.piecewise_attention_s and _graph_engine(engine):
-        out = np.logical_or(out, np.logical_and(prefill, np.asarray(T) > 1))
+        out = np.logical_or(out, piecewise_step(prefill, T))
     return out
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.core.host_cost import prompt_issue_s
+from perfmodel.core.host_cost import piecewise_step, prompt_issue_s
 from perfmodel.core.parallel import p2p_s
 from perfmodel.core.predict import Scenario
 from perfmodel.core.roofline import host_step_s, issue_s, piecewise_prompt_s, step_time
@@ -115,7 +115,7 @@ class StepCost:
                  else self.graphed_decode_rows is not None and d > self.graphed_decode_rows)
         cpu = (self.eager_cpu_s + (self.prompt_issue_s if chunks else 0.0)) if eager else self.cpu_s
         series = bool(eager and chunks)
-        if chunks and self.piecewise_s and not eager and max(chunks) > 1:
+        if chunks and self.piecewise_s and not eager and piecewise_step(True, max(chunks)):
             cpu, series = cpu + self.piecewise_s, True
         return host_step_s(self.engine, float(gpu), cpu, seqs * self.host_seq_s, eager=series)
 
