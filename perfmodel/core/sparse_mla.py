@@ -17,6 +17,8 @@ SGLang's NSA backend (sgl-project/sglang python/sglang/srt/layers/attention/nsa_
   phase1.cuh) runs one CTA per query token and head block over all `topk / B_TOPK` index
   blocks, masking invalid (-1) entries to -inf rather than skipping them: every query pays
   index_topk keys, however few tokens precede it. README: MQA mode, d_qk 576 / d_v 512.
+  FlashInfer had no sparse absorbed-MLA prompt kernel for GLM-5's shape by 2026-05
+  (flashinfer-ai/flashinfer issue #3429): FlashMLA's is the one SGLang's images of 2026-03/04 had.
 
 So the attention FLOPs of such a step are B*T*index_topk pairs at the absorbed form's
 2(d_c + d_R) + 2 d_c per head (core/ops.py mla_flops_per_pair), times the padded heads.
