@@ -315,7 +315,8 @@ ENGINES: dict[str, EngineProfile] = {e.id: e for e in [
                "streaming: sglang PR #11730 (core/grouped_gemm.py)", scheduler=SGLANG_SCHEDULER, **_COMMON, **_HOST_OVERLAP,
         eager_launch_s=EAGER_LAUNCH_S, eager_issue_overlap=False, eager_blocks=SGLANG_EAGER_BLOCKS,
         decode_graph_max_batch=SGLANG_DECODE_GRAPH_MAX_BATCH,
-        decode_graph_max_batch_by_gpu=SGLANG_DECODE_GRAPH_BY_GPU, moe_a2a_kernels="one_sided"),
+        decode_graph_max_batch_by_gpu=SGLANG_DECODE_GRAPH_BY_GPU, moe_a2a_kernels="one_sided",
+        dsa_sparse_prefill=True),   # NSA backend's sparse prompt kernel (core/sparse_mla.py)
     EngineProfile(
         id="trtllm", name="TensorRT-LLM (in-flight batching, paged KV)",
         kernels_per_layer=8, launch_s=0.0, graph_launch_s=30e-6,

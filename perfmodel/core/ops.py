@@ -55,8 +55,10 @@ def kv_bytes_per_token_layer(m: ModelSpec, p: Precision) -> float:
 
 
 def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
-        all_logits: bool = False) -> list[Op]:
-    """Every op of one forward step: B sequences, T new tokens each, S tokens cached."""
+        all_logits: bool = False, sparse_heads: float | None = None) -> list[Op]:
+    """Every op of one forward step: B sequences, T new tokens each, S tokens cached.
+    sparse_heads: the heads a DSA model's sparse prompt kernel computes (core/sparse_mla.py),
+    None where the engine runs the cheaper MLA form."""
     B, T, S = (np.asarray(x, dtype=float) for x in (B, T, S))
     M = B * T                                        # token rows in this step
     L, D = m.num_layers, m.d_model
@@ -66,7 +68,7 @@ def ops(m: ModelSpec, p: Precision, B, T, S, *, attention: str = "flash",
     if m.qk_norm_across_heads:
         out.append(_qk_norm(m, M))
     out.append(_rotary(m, M) if m.mla is None else _mla_norms_rotary(m, M))
-    out += _attention(m, p, B, T, S, attention)
+    out += _attention(m, p, B, T, S, attention, sparse_heads)
     out.append(_residual("attn_residual", M, D, L))
     out += _norm("post_attn_norm", M, D, L)
     out += ffn(m, p, M)
@@ -132,7 +134,8 @@ def _mla_norms_rotary(m: ModelSpec, M) -> Op:
                      kernels=(2.0 if a.q_lora_rank else 1.0) * L + L), rows=M)
 
 
-def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
+def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str,
+               sparse_heads: float | None = None) -> list[Op]:
     """Attention core per layer kind (full / sliding window / linear).
 
     Each new token i (0..T-1) attends to S + i + 1 positions (causal), at most W in a
@@ -141,7 +144,9 @@ def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
     (full attention: n = T, T*S + T*(T+1)/2); FLOPs 4*B*pairs*N*H (QK^T and PV).
     KV read: B*(S+T) cached tokens * bytes per token per layer; KV write: B*T tokens.
     DSA (sparse_attention): each query attends to at most index_topk tokens, like a window,
-    while the indexer op scores all of them. Linear-attention layers have their own op.
+    while the indexer op scores all of them; with sparse_heads, a prompt step past index_topk
+    runs the sparse MQA kernel instead (_dsa_sparse_prompt). Linear-attention layers have
+    their own op.
     """
     windowed = m.sliding_window_layers
     groups = [(m.num_full_attention_layers, None), (windowed, m.sliding_window)]
@@ -165,6 +170,8 @@ def _attention(m: ModelSpec, p: Precision, B, T, S, kernel: str) -> list[Op]:
         act = B * T * 2 * m.num_heads * m.head_dim * ACT_BYTES * n_layers   # q in, o out
         if m.mla is not None:
             flops, extra_act = _mla_core(m, B, T, ctx, pairs)
+            if sparse_heads is not None and m.sparse_attention is not None:
+                flops, extra_act = _dsa_sparse_prompt(m, B, T, S, sparse_heads, flops, extra_act)
             flops, act = flops * n_layers, act + extra_act * n_layers
         kernels = 1.0 * n_layers
         if kernel == "naive":
@@ -215,6 +222,19 @@ def _mla_core(m: ModelSpec, B, T, ctx, pairs):
     expanded = 2 * B * (ctx + T) * N * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
     use_dec = f_dec < f_abs
     return np.where(use_dec, f_dec, f_abs), np.where(use_dec, expanded * ACT_BYTES, 0.0)
+
+
+def _dsa_sparse_prompt(m: ModelSpec, B, T, S, heads: float, flops, extra_act):
+    """(FLOPs, extra activation bytes) of one DSA layer's attention where the engine runs the
+    sparse MQA prompt kernel (core/sparse_mla.py): in a step with prompt tokens (T > 1) whose
+    sequences pass index_topk (S + T > topk), every query attends to index_topk latent keys in
+    the absorbed form, B*T*topk pairs at mla_flops_per_pair's absorbed FLOPs per head, for
+    `heads` heads (padded); no expanded K/V. Elsewhere the given (cheaper-form) values."""
+    topk = m.sparse_attention.index_topk
+    absorbed_per_head = mla_flops_per_pair(m)[0] / m.num_heads
+    sparse = (T > 1) & (S + T > topk)
+    f_sparse = B * T * topk * absorbed_per_head * heads
+    return np.where(sparse, f_sparse, flops), np.where(sparse, 0.0, extra_act)
 
 
 def _causal_pairs(T, S, window: int | None):

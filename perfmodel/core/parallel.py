@@ -91,7 +91,7 @@ def kv_replication(m: ModelSpec, tp: int) -> float:
 
 
 def rank_ops(m: ModelSpec, p: Precision, B, T, S, dep: Deployment, *, attention: str,
-             all_logits: bool = False) -> list[Op]:
+             all_logits: bool = False, sparse_heads: float | None = None) -> list[Op]:
     """One GPU's ops of a step of B sequences (all stages' layers; PP is handled by predict).
 
     Attention DP: each of the dp groups runs everything but the routed experts for its B/dp
@@ -101,9 +101,10 @@ def rank_ops(m: ModelSpec, p: Precision, B, T, S, dep: Deployment, *, attention:
     B = np.asarray(B, dtype=float)
     tokens = B * T
     if dep.dp == 1:
-        return shard(ops(m, p, B, T, S, attention=attention, all_logits=all_logits), m, dep,
-                     tokens=tokens)
-    local = ops(m, p, B / dep.dp, T, S, attention=attention, all_logits=all_logits)
+        return shard(ops(m, p, B, T, S, attention=attention, all_logits=all_logits,
+                         sparse_heads=sparse_heads), m, dep, tokens=tokens)
+    local = ops(m, p, B / dep.dp, T, S, attention=attention, all_logits=all_logits,
+                sparse_heads=sparse_heads)
     routed = {op.name: op for op in ops(m, p, B, T, S, attention=attention) if op.name == "experts"}
     merged = [routed.get(op.name, op) for op in local]
     out = shard(merged, m, dep, tokens=tokens)

@@ -38,6 +38,7 @@ from perfmodel.core.host_cost import (_kernel_scale, _step_issue_s, eager_step, 
 from perfmodel.core.ops import FloatArray, Op, OpCost, total
 from perfmodel.core.ops_linear import LINEAR_ATTENTION_OP, linear_attention_efficiency
 from perfmodel.core.parallel import comm_times, rank_ops
+from perfmodel.core.sparse_mla import sparse_prefill_heads
 from perfmodel.core.specs import (Deployment, Efficiency, EngineProfile, HardwareSpec, ModelSpec,
                              NumberFormat, Precision)
 from perfmodel.core.weight_stream import weight_stream_fraction
@@ -139,7 +140,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     dtype, warnings = resolve_compute(hw, p, engine)
     per_module = _module_dtypes(hw, p, engine, warnings)
     op_list = rank_ops(m, p, B, T, S, dep, attention=attention or engine.attention,
-                       all_logits=all_logits)
+                       all_logits=all_logits,
+                       sparse_heads=sparse_prefill_heads(m, hw, engine, dep))
     peak = hw.peak_flops_per_s[dtype]
     half_peak = hw.peak_flops_per_s.get("bf16") or hw.peak_flops_per_s.get("fp16") or peak
     fp32_peak = hw.peak_flops_per_s.get("fp32", half_peak / HALF_TO_FP32_VECTOR)

@@ -136,6 +136,11 @@ class EngineProfile(Spec):
         "the CPU issues the later ones, so the step costs max(GPU, issue); False: the two run "
         "in series, GPU + issue (SGLang, TensorRT-LLM and vLLM, engines.py). Eager decode steps keep "
         "the max.")
+    dsa_sparse_prefill: bool = Field(
+        default=False, description="A prompt step of a DSA model (ModelSpec.sparse_attention) "
+        "whose longest sequence passes index_topk runs the absorbed (MQA) sparse MLA kernel "
+        "over index_topk keys per query with the query heads padded to the kernel's head "
+        "block (core/sparse_mla.py; SGLang's NSA backend); False: the cheaper MLA form.")
     piecewise_attention_s: float = Field(
         default=0.0, ge=0, description="Host time per layer of a step carrying prompt tokens "
         "that replays piecewise CUDA graphs, whose attention runs eagerly between the graph "
