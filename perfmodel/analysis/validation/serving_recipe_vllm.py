@@ -30,8 +30,10 @@ VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
 # benchmarks/70b_fp8_h100_slurm.sh (2a205bb), 70b_fp8_h200_slurm.sh (both stored versions,
 # 6ebc882 and 409e9a4) and 70b_fp8_b200_docker.sh (bb4c7f9), as do the B200 slurm scripts
 # (docs/blackwell_vllm.md). vLLM before 0.14.0 has it off by default but takes the flag (its
-# AsyncScheduler, vllm#19970, with the multiprocessing executor of TP > 1; a flag it refused
-# would have stopped the server), so these rows ran the overlapped loop whatever their version.
+# AsyncScheduler, vllm#19970); an explicit flag the engine cannot honour stops the server at
+# start-up (VllmConfig.__post_init__: "async scheduling only supports `mp`, `uni`, or
+# `external_launcher` distributed executor backend", the executors of TP 1 and of TP > 1 on one
+# node), so the runs that produced these rows ran the overlapped loop whatever their version.
 INFERENCEMAX_LLAMA70B_VLLM_ASYNC = True
 
 
