@@ -48,9 +48,11 @@ def test_recipe_carries_the_rows_version_and_says_so():
     old = recipe_for(AIC, "vllm", 1024, version="0.12.0")
     new = recipe_for(AIC, "vllm", 1024, version="0.19.0")
     sweep = recipe_for(LLAMA70B, "vllm", 1024, concurrency=4, gpu="h200-sxm", output=1024)
-    assert (old.overlap_scheduler, new.overlap_scheduler, sweep.overlap_scheduler) == (False, True, False)
+    assert (old.overlap_scheduler, new.overlap_scheduler) == (False, True)
     assert any("predates async scheduling" in n for n in old.notes)
-    assert any("before vllm#27614 merged" in n for n in sweep.notes)
+    # the 70B sweep's scripts pass `async-scheduling: true` (serving_recipe_vllm)
+    assert sweep.overlap_scheduler is True
+    assert any("async-scheduling: true" in n for n in sweep.notes)
     assert old.key() != new.key()                  # predicted apart
     # other engines: untouched by the vLLM rule
     assert recipe_for(AIC, "sglang", 1024, version="0.12.0").overlap_scheduler is None
@@ -80,3 +82,21 @@ def test_a_mapped_vllm_row_says_which_loop_it_ran():
 def test_any_version_string_gives_a_flag_and_a_note(version, before):
     on, note = vllm_async_scheduling(version, before_merge=before)
     assert on in (True, False, None) and note
+
+
+def test_a_script_flag_holds_over_the_versions_default():
+    # InferenceX benchmarks/70b_fp8_h200_slurm.sh etc. write `async-scheduling: true` into the
+    # server config: on even for a release before 0.14.0, whose default is off
+    for version in (None, "0.11.0", "0.13.0", "0.19.0"):
+        on, note = vllm_async_scheduling(version, before_merge=True, script_async=True)
+        assert on is True and "async-scheduling: true" in note
+    assert vllm_async_scheduling("0.11.0", script_async=False)[0] is False
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm", "h200-sxm", "b200"])
+def test_every_gpu_of_the_70b_sweep_runs_the_overlapped_loop(gpu):
+    # all three scripts of the sweep (70b_fp8_h100_slurm.sh, 70b_fp8_h200_slurm.sh,
+    # 70b_fp8_b200_docker.sh) carry the flag; another aic row without a version keeps the preset
+    assert recipe_for(LLAMA70B, "vllm", 1024, concurrency=16, gpu=gpu, output=1024,
+                      tp=4).overlap_scheduler is True
+    assert recipe_for(AIC, "vllm", 1024, gpu=gpu).overlap_scheduler is None

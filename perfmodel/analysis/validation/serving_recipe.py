@@ -91,8 +91,8 @@ from perfmodel.analysis.validation.serving_recipe_aic import (  # noqa: F401 (re
 from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_recipe
 from perfmodel.analysis.validation.serving_recipe_model import Recipe
 from perfmodel.analysis.validation.serving_recipe_sglang import sglang_model_flags
-from perfmodel.analysis.validation.serving_recipe_vllm import (inferencex_vllm_graphs,
-                                                               vllm_async_scheduling)
+from perfmodel.analysis.validation.serving_recipe_vllm import (
+    INFERENCEMAX_LLAMA70B_VLLM_ASYNC, inferencex_vllm_graphs, vllm_async_scheduling)
 from perfmodel.analysis.validation.serving_versions import vllm_prefill_kernels
 
 # InferenceX recipes: "random_range_ratio: 0.8, sa-bench" (srt-slurm recipe READMEs);
@@ -197,7 +197,9 @@ def recipe_for(source: str, engine: str, prompt: int, *, concurrency: int | None
                                                notes=recipe.notes + (note,)))
     if engine != "vllm":
         return recipe
-    on, note = vllm_async_scheduling(version, before_merge=_llama70b_import(source))
+    sweep = _llama70b_import(source)
+    on, note = vllm_async_scheduling(version, before_merge=sweep,
+                                     script_async=sweep and INFERENCEMAX_LLAMA70B_VLLM_ASYNC)
     return recipe.model_copy(update=dict(overlap_scheduler=on, notes=recipe.notes + (note,)))
 
 

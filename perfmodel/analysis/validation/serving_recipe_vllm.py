@@ -24,12 +24,31 @@ from perfmodel.core.engine_versions import release_of
 VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
 
 
-def vllm_async_scheduling(version: str | None, *, before_merge: bool = False
-                          ) -> tuple[bool | None, str]:
+# InferenceMAX's Llama-70B vLLM scripts, the recipe of the serving file's image-less 70B sweep
+# (measured 2025-10-29, serving_provenance._llama70b_import), write `async-scheduling: true`
+# into the `vllm serve --config` file on every GPU: SemiAnalysisAI/InferenceX
+# benchmarks/70b_fp8_h100_slurm.sh (2a205bb), 70b_fp8_h200_slurm.sh (both stored versions,
+# 6ebc882 and 409e9a4) and 70b_fp8_b200_docker.sh (bb4c7f9), as do the B200 slurm scripts
+# (docs/blackwell_vllm.md). vLLM before 0.14.0 has it off by default but takes the flag (its
+# AsyncScheduler, vllm#19970); an explicit flag the engine cannot honour stops the server at
+# start-up (VllmConfig.__post_init__: "async scheduling only supports `mp`, `uni`, or
+# `external_launcher` distributed executor backend", the executors of TP 1 and of TP > 1 on one
+# node), so the runs that produced these rows ran the overlapped loop whatever their version.
+INFERENCEMAX_LLAMA70B_VLLM_ASYNC = True
+
+
+def vllm_async_scheduling(version: str | None, *, before_merge: bool = False,
+                          script_async: bool = False) -> tuple[bool | None, str]:
     """(overlap_scheduler for a vLLM row of this engine version, the assumption in words).
     `before_merge`: the row has no version but was measured before vllm#27614 merged.
+    `script_async`: the row's benchmark script passed `async-scheduling: true`
+    (INFERENCEMAX_LLAMA70B_VLLM_ASYNC), which holds whatever the version's default.
     None: the preset's default (on)."""
     v = (version or "").strip().lower()
+    if script_async:
+        return True, ("engine: async scheduling on: the InferenceMAX Llama-70B vLLM script "
+                      "writes `async-scheduling: true` into the server config (a new request "
+                      "joins one step late; serving_recipe_vllm.INFERENCEMAX_LLAMA70B_VLLM_ASYNC)")
     release = release_of(v)
     if release is not None:
         on = release >= VLLM_ASYNC_SCHEDULING_SINCE
