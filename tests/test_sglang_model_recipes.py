@@ -41,6 +41,31 @@ def test_each_script_gets_its_own_receive_interval(model, gpu, weights, conc, wa
     assert _recv(model, gpu, weights, conc) == want
 
 
+@pytest.mark.parametrize("version, conc, want", [
+    # qwen3.5_fp8_b300.sh (every stored version) passes 10 at every concurrency; its config
+    # (InferenceX PR #1048) ran the v0.5.10.post1 image
+    ("0.5.10.post1", 4, 10), ("0.5.10.post1", 16, 10), ("0.5.10.post1", 256, 10),
+    ("v0.5.11", 64, 10),
+    # rows of an older release predate that config: the shared Blackwell rule (10 below C=16)
+    ("0.5.9", 4, 10), ("0.5.9", 16, 30), ("0.5.9", 128, 30),
+    # a nightly or unknown version cannot be placed after the config's start: the shared rule
+    ("nightly-dev", 16, 30), (None, 16, 30),
+])
+def test_qwen35_fp8_b300_script_applies_from_its_configs_release(version, conc, want):
+    r = recipe_for(IMAX, "sglang", 1024, concurrency=conc, gpu="b300", output=1024,
+                   model="qwen3.5-397b-a17b", weights="fp8", version=version)
+    assert r.recv_interval_steps == want
+    ran = version in ("0.5.10.post1", "v0.5.11")
+    assert any("qwen3.5_fp8_b300.sh" in n for n in r.notes) == ran
+
+
+def test_the_b300_fp8_script_does_not_reach_other_formats_or_gpus():
+    for gpu, weights in (("b300", "fp4"), ("b300", "bf16"), ("b200", "fp8")):
+        r = recipe_for(IMAX, "sglang", 1024, concurrency=16, gpu=gpu, output=1024,
+                       model="qwen3.5-397b-a17b", weights=weights, version="0.5.10.post1")
+        assert r.recv_interval_steps == 30
+
+
 def test_the_recipe_says_which_script_set_the_interval():
     r = recipe_for(IMAX, "sglang", 1024, concurrency=4, gpu="b200", output=1024,
                    model="qwen3.5-397b-a17b", weights="fp4")
