@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from perfmodel.analysis.validation.serving_recipe import recipe_for
 from perfmodel.analysis.validation.serving_recipe_sglang import sglang_model_flags
+from serving_rows import map_row
 
 IMAX = "db-dump/2026-04-27 measured 2026-04-17 image lmsysorg/sglang:v0.5.9-cu130"
 
@@ -98,9 +99,52 @@ def test_any_input_gives_none_or_typed_overrides(model, engine, gpu, weights, di
     if out is None:
         return
     fields, notes = out
-    assert set(fields) <= {"recv_interval_steps", "radix_cache"} and notes
+    assert set(fields) <= {"recv_interval_steps", "radix_cache", "expert_parallel",
+                           "kv_memory_fraction"} and notes
+    assert fields.get("expert_parallel") in (None, 1)
     assert engine == "sglang"
     recv = fields.get("recv_interval_steps")
     assert recv is None or (isinstance(recv, int) and recv > 1)
-    assert recv is not None or (model or "").lower().startswith("glm-5")
+    assert ("recv_interval_steps" not in fields or recv is not None
+            or (model or "").lower().startswith("glm-5"))
     assert ("radix_cache" in fields) == (model or "").lower().startswith("qwen3.5")
+
+
+def _qwen35_row(system: str, source: str = IMAX, **over):
+    fields = dict(backend="sglang", backend_version="0.5.9",
+                  model_path="Qwen/Qwen3.5-397B-A17B", system=system, precision="fp8",
+                  gemm_quant_mode="fp8", moe_quant_mode="fp8_block", batch_size="4",
+                  tp_size="8", attention_dp_size="1", moe_tp_size="1", moe_ep_size="8",
+                  source=source)
+    fields.update(over)
+    return map_row(**fields)
+
+
+def test_qwen35_fp8_h200_runs_its_experts_tensor_parallel():
+    # qwen3.5_fp8_h200.sh launches `--tp $TP` and never passes EP_SIZE: SGLang's ep_size stays 1
+    r = recipe_for(IMAX, "sglang", 1024, concurrency=4, gpu="h200-sxm", output=1024,
+                   model="qwen3.5-397b-a17b", weights="fp8")
+    assert r.expert_parallel == 1
+    assert any("qwen3.5_fp8_h200.sh" in n and "ep 1" in n for n in r.notes)
+    t = _qwen35_row("h200_sxm")
+    assert (t.tp, t.ep) == (8, 1)
+    assert any("without --ep-size" in a for a in t.assumptions)
+
+
+@pytest.mark.parametrize("system, weights", [("b200_sxm", "fp8"), ("b300_sxm", "fp8")])
+def test_other_scripts_keep_the_rows_expert_parallel(system, weights):
+    # qwen3.5_fp8_b200.sh passes --ep-size $EP_SIZE; the B300 script --expert-parallel-size
+    r = recipe_for(IMAX, "sglang", 1024, concurrency=4, gpu=system.split("_")[0], output=1024,
+                   model="qwen3.5-397b-a17b", weights=weights)
+    assert r.expert_parallel is None
+    t = _qwen35_row(system, tp_size="4", moe_ep_size="4")
+    assert (t.tp, t.ep) == (4, 4)
+
+
+def test_disaggregated_and_other_harness_rows_keep_the_stated_expert_parallel():
+    assert recipe_for(IMAX, "sglang", 1024, concurrency=4, gpu="h200-sxm", output=1024,
+                      model="qwen3.5-397b-a17b", weights="fp8",
+                      disagg=True).expert_parallel is None
+    # a row of another harness (no InferenceX provenance) is not the script's
+    t = _qwen35_row("h200_sxm", source="some other bench")
+    assert t.ep == 8

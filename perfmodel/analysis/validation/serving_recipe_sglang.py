@@ -19,6 +19,12 @@ row. Scripts that say otherwise (SemiAnalysisAI/InferenceX benchmarks/single_nod
   replayed from SGLang 0.5.10 on (INFERENCEX_SGLANG_OWN_RECV_SINCE). The B300 fp8 0.5.9 rows
   (AIConfigurator gap-analysis runs of 2026-04-03 with a 0.5.9 image, TP 4 and 8, EP 1 and 4)
   predate that config: their script is not known and they keep the shared rule.
+The Qwen3.5 fp8 H200 script (qwen3.5_fp8_h200.sh, InferenceX PR #855, 2026-03-04, stored at
+2116fc435781) launches `sglang.launch_server --tp $TP` with no --ep-size / --expert-parallel-size:
+it checks EP_SIZE but never passes it, so SGLang shards the experts tensor-parallel (its default
+ep_size 1) although the config lists ep 8 (the rows' moe_ep_size); the MTP sibling of April
+(qwen3.5_fp8_h200_mtp.sh, PR #1001) is the first H200 Qwen3.5 script that passes
+--expert-parallel-size. Replayed as expert_parallel 1 (INFERENCEX_SGLANG_NO_EP).
 Every Qwen3.5 script passes --disable-radix-cache (so SGLang keeps its overlap scheduler for
 this hybrid model). The GLM-5 H200 script's --mem-fraction-static 0.85 is replayed
 (serving_kv.py). Their prompt budgets are not replayed either (docs/serve.md):
@@ -42,6 +48,8 @@ INFERENCEX_SGLANG_OWN_RECV = {
     ("glm-5", "b300", "fp8"): (None, "glm5_fp8_b300.sh"),
     ("glm-5", "b200", "fp4"): (10, "glm5_fp4_b200.sh"),
 }
+# (model prefix, GPU, experts' format) -> script that passes no expert-parallel flag
+INFERENCEX_SGLANG_NO_EP = {(QWEN35_MODEL_PREFIX, "h200-sxm", "fp8"): "qwen3.5_fp8_h200.sh"}
 
 # Scripts that apply only from the engine release their config was added with (earlier rows of
 # that GPU and format were measured by other runs): qwen3.5-fp8-b300-sglang, InferenceX PR #1048,
@@ -82,6 +90,11 @@ def sglang_model_flags(model: str | None, engine: str, gpu: str | None, weights:
             flag = (f"--scheduler-recv-interval {recv}" if recv else
                     "no --scheduler-recv-interval (SGLang's default, every step)")
             notes.append(f"engine: SGLang {flag} at every concurrency (InferenceX {script})")
+    for (prefix, g, w), script in INFERENCEX_SGLANG_NO_EP.items():
+        if not disagg and name.startswith(prefix) and gpu == g and weights == w:
+            fields["expert_parallel"] = 1
+            notes.append(f"engine: SGLang launched without --ep-size (InferenceX {script} never "
+                         "passes EP_SIZE): experts sharded tensor-parallel, ep 1")
     mem = None if disagg else inferencemax_sglang_mem_fraction(engine, name, gpu)
     if mem is not None:             # its --mem-fraction-static (serving_kv.py)
         fields["kv_memory_fraction"], note = mem
