@@ -127,8 +127,26 @@ def test_qwen35_fp8_h200_runs_its_experts_tensor_parallel():
     assert r.expert_parallel == 1
     assert any("qwen3.5_fp8_h200.sh" in n and "ep 1" in n for n in r.notes)
     t = _qwen35_row("h200_sxm")
-    assert (t.tp, t.ep) == (8, 1)
+    assert (t.tp, t.ep, t.recipe.expert_parallel) == (8, 8, 1)   # the file's ep, the script's
     assert any("without --ep-size" in a for a in t.assumptions)
+
+
+def test_the_simulator_runs_the_scripts_expert_parallel(monkeypatch):
+    from perfmodel import api
+    from perfmodel.analysis.validation import serving_predict as sp
+
+    class Seen(Exception):
+        pass
+
+    def capture(**kw):
+        raise Seen(kw["ep"])
+
+    monkeypatch.setattr(api, "make_query", capture)
+    for system, tp, ep, want in (("h200_sxm", "8", "8", 1), ("b200_sxm", "4", "4", 4)):
+        t = _qwen35_row(system, tp_size=tp, moe_ep_size=ep)
+        with pytest.raises(Seen) as got:
+            sp.simulated(t, [4], None, sp._Specs())
+        assert got.value.args[0] == want
 
 
 @pytest.mark.parametrize("system, weights", [("b200_sxm", "fp8"), ("b300_sxm", "fp8")])
@@ -138,7 +156,7 @@ def test_other_scripts_keep_the_rows_expert_parallel(system, weights):
                    model="qwen3.5-397b-a17b", weights=weights)
     assert r.expert_parallel is None
     t = _qwen35_row(system, tp_size="4", moe_ep_size="4")
-    assert (t.tp, t.ep) == (4, 4)
+    assert (t.tp, t.ep, t.recipe.expert_parallel) == (4, 4, None)
 
 
 def test_disaggregated_and_other_harness_rows_keep_the_stated_expert_parallel():
@@ -147,4 +165,4 @@ def test_disaggregated_and_other_harness_rows_keep_the_stated_expert_parallel():
                       disagg=True).expert_parallel is None
     # a row of another harness (no InferenceX provenance) is not the script's
     t = _qwen35_row("h200_sxm", source="some other bench")
-    assert t.ep == 8
+    assert (t.ep, t.recipe.expert_parallel) == (8, None)

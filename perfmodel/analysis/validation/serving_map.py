@@ -332,8 +332,6 @@ def map_serving_row(r: ServingMeasurement, caps: Capabilities = Capabilities(),
                         disagg=mode == "disagg", output=output, version=r.get("backend_version"),
                         tp=tp, inferencemax_twin=inferencemax_twin, dp=dp, model=spec.id,
                         weights=bulk.name)
-    if recipe.expert_parallel is not None and mode != "disagg" and spec.is_moe:
-        ep = recipe.expert_parallel       # what the script launched (serving_recipe_sglang.py)
     return ServingTarget(
         measurement=r, model=spec.id, gpu=gpu, engine=engine, weights=weights,
         activations=acts, kv=kv, tp=tp, pp=pp, ep=ep, attention_dp=dp, moe=spec.is_moe,

@@ -60,7 +60,8 @@ class Recipe(BaseModel):
         "so a hybrid linear-attention model keeps the overlap scheduler (None: the preset's, on).")
     expert_parallel: int | None = Field(
         default=None, ge=1, description="Expert-parallel size the script launched the engine "
-        "with, where it differs from the row's moe_ep_size (None: the row's).")
+        "with, where it differs from the row's moe_ep_size (None: the row's); the simulator "
+        "runs it, the row's mapping keeps what the file states.")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
