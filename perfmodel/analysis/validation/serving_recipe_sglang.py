@@ -11,7 +11,7 @@ row. Scripts that say otherwise (SemiAnalysisAI/InferenceX benchmarks/single_nod
   constant number of decode steps per configuration (a prompt step priced short, not the
   schedule), where the shared 10/30 rule had matched the 8k rows by accident (docs/serve.md);
 - Qwen3.5 fp8 on B300: the config (qwen3.5-fp8-b300-sglang) was added by InferenceX PR #1048
-  with the image lmsysorg/sglang:v0.5.10.post1-cu130, TP 4, concurrency 4-256 (perf-changelog.yaml),
+  with the SGLang 0.5.10 image (its post1 build, cu130), TP 4, concurrency 4-256 (perf-changelog),
   the file's db-dump rows measured 2026-04-17. Every stored qwen3.5_fp8_b300.sh
   (benchmarks/single_node/ at 563248391c29, benchmarks/single_node/fixed_seq_len/ at 1534ee2688ab)
   passes `--scheduler-recv-interval 10` at every concurrency, as do the B300 FP8 flags of the
