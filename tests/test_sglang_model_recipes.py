@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from perfmodel.analysis.validation.serving_recipe import recipe_for
 from perfmodel.analysis.validation.serving_recipe_sglang import sglang_model_flags
+from serving_rows import map_row
 
 IMAX = "db-dump/2026-04-27 measured 2026-04-17 image lmsysorg/sglang:v0.5.9-cu130"
 
@@ -39,6 +40,31 @@ def _recv(model: str, gpu: str, weights: str, conc: int, disagg: bool = False):
 ])
 def test_each_script_gets_its_own_receive_interval(model, gpu, weights, conc, want):
     assert _recv(model, gpu, weights, conc) == want
+
+
+@pytest.mark.parametrize("version, conc, want", [
+    # qwen3.5_fp8_b300.sh (every stored version) passes 10 at every concurrency; its config
+    # (InferenceX PR #1048) ran the v0.5.10.post1 image
+    ("0.5.10.post1", 4, 10), ("0.5.10.post1", 16, 10), ("0.5.10.post1", 256, 10),
+    ("v0.5.11", 64, 10),
+    # rows of an older release predate that config: the shared Blackwell rule (10 below C=16)
+    ("0.5.9", 4, 10), ("0.5.9", 16, 30), ("0.5.9", 128, 30),
+    # a nightly or unknown version cannot be placed after the config's start: the shared rule
+    ("nightly-dev", 16, 30), (None, 16, 30),
+])
+def test_qwen35_fp8_b300_script_applies_from_its_configs_release(version, conc, want):
+    r = recipe_for(IMAX, "sglang", 1024, concurrency=conc, gpu="b300", output=1024,
+                   model="qwen3.5-397b-a17b", weights="fp8", version=version)
+    assert r.recv_interval_steps == want
+    ran = version in ("0.5.10.post1", "v0.5.11")
+    assert any("qwen3.5_fp8_b300.sh" in n for n in r.notes) == ran
+
+
+def test_the_b300_fp8_script_does_not_reach_other_formats_or_gpus():
+    for gpu, weights in (("b300", "fp4"), ("b300", "bf16"), ("b200", "fp8")):
+        r = recipe_for(IMAX, "sglang", 1024, concurrency=16, gpu=gpu, output=1024,
+                       model="qwen3.5-397b-a17b", weights=weights, version="0.5.10.post1")
+        assert r.recv_interval_steps == 30
 
 
 def test_the_recipe_says_which_script_set_the_interval():
@@ -73,9 +99,70 @@ def test_any_input_gives_none_or_typed_overrides(model, engine, gpu, weights, di
     if out is None:
         return
     fields, notes = out
-    assert set(fields) <= {"recv_interval_steps", "radix_cache"} and notes
+    assert set(fields) <= {"recv_interval_steps", "radix_cache", "expert_parallel",
+                           "kv_memory_fraction"} and notes
+    assert fields.get("expert_parallel") in (None, 1)
     assert engine == "sglang"
     recv = fields.get("recv_interval_steps")
     assert recv is None or (isinstance(recv, int) and recv > 1)
-    assert recv is not None or (model or "").lower().startswith("glm-5")
+    assert ("recv_interval_steps" not in fields or recv is not None
+            or (model or "").lower().startswith("glm-5"))
     assert ("radix_cache" in fields) == (model or "").lower().startswith("qwen3.5")
+
+
+def _qwen35_row(system: str, source: str = IMAX, **over):
+    fields = dict(backend="sglang", backend_version="0.5.9",
+                  model_path="Qwen/Qwen3.5-397B-A17B", system=system, precision="fp8",
+                  gemm_quant_mode="fp8", moe_quant_mode="fp8_block", batch_size="4",
+                  tp_size="8", attention_dp_size="1", moe_tp_size="1", moe_ep_size="8",
+                  source=source)
+    fields.update(over)
+    return map_row(**fields)
+
+
+def test_qwen35_fp8_h200_runs_its_experts_tensor_parallel():
+    # qwen3.5_fp8_h200.sh launches `--tp $TP` and never passes EP_SIZE: SGLang's ep_size stays 1
+    r = recipe_for(IMAX, "sglang", 1024, concurrency=4, gpu="h200-sxm", output=1024,
+                   model="qwen3.5-397b-a17b", weights="fp8")
+    assert r.expert_parallel == 1
+    assert any("qwen3.5_fp8_h200.sh" in n and "ep 1" in n for n in r.notes)
+    t = _qwen35_row("h200_sxm")
+    assert (t.tp, t.ep, t.recipe.expert_parallel) == (8, 8, 1)   # the file's ep, the script's
+    assert any("without --ep-size" in a for a in t.assumptions)
+
+
+def test_the_simulator_runs_the_scripts_expert_parallel(monkeypatch):
+    from perfmodel import api
+    from perfmodel.analysis.validation import serving_predict as sp
+
+    class Seen(Exception):
+        pass
+
+    def capture(**kw):
+        raise Seen(kw["ep"])
+
+    monkeypatch.setattr(api, "make_query", capture)
+    for system, tp, ep, want in (("h200_sxm", "8", "8", 1), ("b200_sxm", "4", "4", 4)):
+        t = _qwen35_row(system, tp_size=tp, moe_ep_size=ep)
+        with pytest.raises(Seen) as got:
+            sp.simulated(t, [4], None, sp._Specs())
+        assert got.value.args[0] == want
+
+
+@pytest.mark.parametrize("system, weights", [("b200_sxm", "fp8"), ("b300_sxm", "fp8")])
+def test_other_scripts_keep_the_rows_expert_parallel(system, weights):
+    # qwen3.5_fp8_b200.sh passes --ep-size $EP_SIZE; the B300 script --expert-parallel-size
+    r = recipe_for(IMAX, "sglang", 1024, concurrency=4, gpu=system.split("_")[0], output=1024,
+                   model="qwen3.5-397b-a17b", weights=weights)
+    assert r.expert_parallel is None
+    t = _qwen35_row(system, tp_size="4", moe_ep_size="4")
+    assert (t.tp, t.ep, t.recipe.expert_parallel) == (4, 4, None)
+
+
+def test_disaggregated_and_other_harness_rows_keep_the_stated_expert_parallel():
+    assert recipe_for(IMAX, "sglang", 1024, concurrency=4, gpu="h200-sxm", output=1024,
+                      model="qwen3.5-397b-a17b", weights="fp8",
+                      disagg=True).expert_parallel is None
+    # a row of another harness (no InferenceX provenance) is not the script's
+    t = _qwen35_row("h200_sxm", source="some other bench")
+    assert (t.ep, t.recipe.expert_parallel) == (8, None)

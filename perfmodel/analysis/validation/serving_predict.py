@@ -108,9 +108,12 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
     from perfmodel.serving.report import serve_report   # noqa: PLC0415
     if t.prefill and t.decode:
         return _simulated_disagg(t, concurrencies, profile, specs)
+    # the expert parallelism the script launched, where it differs from the row's (a recipe
+    # fact like the others the simulator replays: serving_recipe_sglang.INFERENCEX_SGLANG_NO_EP)
+    ep = t.ep if t.recipe.expert_parallel is None or not t.moe else t.recipe.expert_parallel
     q = api.make_query(model=specs.model(t.model), gpu=specs.gpu(t.gpu), weights=t.weights,
                        kv=t.kv, activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp,
-                       ep=t.ep, dp=t.attention_dp, profile=profile, prompt_tokens=t.prompt,
+                       ep=ep, dp=t.attention_dp, profile=profile, prompt_tokens=t.prompt,
                        output_tokens=t.output, range_ratio=t.recipe.range_ratio)
     sc, warnings, assumptions = api.resolve(q)
     rep = serve_report(q, _with_recipe(sc, t.recipe), warnings, assumptions,

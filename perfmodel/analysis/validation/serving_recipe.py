@@ -253,7 +253,7 @@ def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, g
                                          disagg)
         if graphed is not None:
             fields, notes = {**fields, **graphed[0]}, notes + [graphed[1]]
-        own = sglang_model_flags(model, engine, gpu, weights, disagg)
+        own = sglang_model_flags(model, engine, gpu, weights, disagg, version)
         if own is not None:         # GLM-5 and Qwen3.5 scripts: their own receive interval
             fields.update(own[0])
             notes.extend(own[1])

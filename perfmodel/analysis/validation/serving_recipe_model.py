@@ -58,6 +58,10 @@ class Recipe(BaseModel):
     radix_cache: bool | None = Field(
         default=None, description="SGLang's radix (prefix) cache; False: --disable-radix-cache, "
         "so a hybrid linear-attention model keeps the overlap scheduler (None: the preset's, on).")
+    expert_parallel: int | None = Field(
+        default=None, ge=1, description="Expert-parallel size the script launched the engine "
+        "with, where it differs from the row's moe_ep_size (None: the row's); the simulator "
+        "runs it, the row's mapping keeps what the file states.")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
@@ -67,4 +71,4 @@ class Recipe(BaseModel):
                 self.chunked_prefill, self.batch_wait_timeout_iters,
                 self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters,
                 self.kv_memory_fraction, self.prefill_attention, self.overlap_scheduler,
-                self.radix_cache, self.prefill_graph_max_tokens)
+                self.radix_cache, self.prefill_graph_max_tokens, self.expert_parallel)
