@@ -13,7 +13,7 @@ from perfmodel.core.grouped_gemm import grouped_gemm_efficiency
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.roofline import step_time
 from perfmodel.core.specs import Precision
-from perfmodel.core.units import tflops
+from perfmodel.core.units import US, tflops
 
 # B200 dense peaks, NVIDIA Blackwell datasheet (hardware_db/b200.yaml): fp8 4.5, fp4 9, bf16 2.25 PF
 PEAK = {"fp8": 4500e12, "fp4": 9000e12, "bf16": 2250e12}
@@ -88,3 +88,20 @@ def test_the_blackwell_curves_stay_below_the_vendor_default(kind, m):
     # measured kernels never beat the vendor mid-range the model used before (0.75, 16 rows)
     eff = default_efficiency(load_gpu("b200"))
     assert 0.0 < eff.for_gemm(kind).gemm(m) < eff.gemm(m) <= 1.0
+
+
+# DeepGEMM's block-scaled fp8 GEMM (1x128 / 128x128 scales, UE8M0), SGLang's default block-fp8
+# linear on sm100: sgl-project/sglang PR #13528 (one GB200), N=24576 K=7168, DeepGEMM column:
+# 146.03 us at M = 1024 and 260.38 us at M = 2048, i.e. 2471 and 2775 TFLOP/s.
+DEEPGEMM_GB200_US = {1024: 146.031998, 2048: 260.383993}
+DEEPGEMM_N, DEEPGEMM_K = 24576, 7168
+
+
+@pytest.mark.parametrize("m", sorted(DEEPGEMM_GB200_US))
+def test_the_block_fp8_fallback_prices_deepgemm_on_blackwell(m):
+    # fp8_block has no curve of its own on Blackwell and takes the per-tensor fp8 one: on a GB200
+    # (5000 TFLOP/s fp8) it gives 2591 / 2744 TFLOP/s at M = 1024 / 2048, within 5% of DeepGEMM
+    hw = load_gpu("gb200")
+    measured = 2 * m * DEEPGEMM_N * DEEPGEMM_K / (DEEPGEMM_GB200_US[m] * US)
+    predicted = hw.peak_flops_per_s["fp8"] * default_efficiency(hw).for_gemm("fp8_block").gemm(m)
+    assert tflops(predicted) == pytest.approx(tflops(measured), rel=0.10)

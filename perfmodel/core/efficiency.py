@@ -129,14 +129,19 @@ BLACKWELL_GEMM_BY_DTYPE = {
 """GEMM curves of datacenter Blackwell (BLACKWELL_DC_GPUS) per matmul kind, from vLLM's own B200
 kernel benchmarks (no B200 of our own): its GEMMs reach a smaller fraction of the 2x larger
 tensor-core peak than Hopper's do of theirs (HOPPER_GEMM_BY_DTYPE: fp8 0.735 / 86 rows), and
-need more rows to get there (256-row 2-SM tiles). fp8_block falls back to the fp8 curve
-(GEMM_KIND_FALLBACK), unfitted for want of a source: on one B200, FlashInfer's CUTLASS
-block-scaled fp8 GEMM (gemm_fp8_nt_groupwise, 128x128 blocks) ran at 0.58-0.97x the speed of
-fp16 torch linear (flashinfer-ai/flashinfer#2146, reproduced in NVIDIA/cutlass#2923), while
-DeepGEMM, SGLang's sm100 path, feeds the same 1x128/128x128 scales as UE8M0 to the block-scaled
-tensor-core MMA (deepseek-ai/DeepGEMM PR #112); the stored copies of those threads (and of
-vllm-project/vllm PR #31185, DeepGEMM against cutlass_scaled_mm on B200) hold no prompt-size
-(M >= 1024) TFLOP/s table, so no curve is fitted (and none to serving rows).
+need more rows to get there (256-row 2-SM tiles). fp8_block (1x128 / 128x128 block scales) falls
+back to the fp8 curve (GEMM_KIND_FALLBACK), checked against one block-fp8 kernel SGLang runs on
+sm100, DeepGEMM (SGLANG_ENABLE_JIT_DEEPGEMM, on by default; UE8M0 scales on the block-scaled MMA,
+deepseek-ai/DeepGEMM PR #112): sgl-project/sglang PR #13528 (2025-11-18, one GB200,
+benchmark/kernels/deepseek/benchmark_deepgemm_fp8_gemm_blackwell.py) times N=24576 K=7168 at
+146 / 260 us for M = 1024 / 2048, 2471 / 2775 TFLOP/s, where this curve gives 2591 / 2744 on the
+GB200 (5000 peak): 0.95 / 1.01. Kept, not fitted (one shape, two prompt sizes; the smaller
+shapes of that table sit on a ~60 us host floor). The same table's FlashInfer column is another
+kernel: gemm_fp8_nt_groupwise backend "trtllm", which SGLANG_ENABLE_FLASHINFER_GEMM=1 selects
+for every block-fp8 linear (sglang fp8_utils.dispatch_w8a8_block_fp8_linear), 826 / 1633 us
+there (437 / 442 TFLOP/s, 0.09 of peak); its CUTLASS backend ran at 0.58-0.97x fp16 torch linear
+on a B200 (flashinfer-ai/flashinfer#2146, NVIDIA/cutlass#2923). Not encoded: the serving rows
+measured with and without that flag show the same prompt-rate excess (docs/fp8_block.md).
 Assumption: B300/GB200/GB300 take the B200 curves (same sm_100 kernels)."""
 
 BLACKWELL_FA2_ATTN_COMPUTE = 0.155
@@ -173,7 +178,15 @@ The timed calls include routing, activation quantization and the finalize sum, w
 prices as ops of their own, so the whole-call values (0.18-0.25) are lower bounds and the
 marginal 0.31 an upper one: 0.25, their middle (0.19 of the fp4 peak at full tiles and deep
 K, against 0.31 of the fp8 peak on the H200). Taken for every dtype (an assumption: the
-sources are NVFP4; no fp8 grouped-MoE time at prompt sizes on Blackwell was found)."""
+sources are NVFP4). The one fp8 grouped time at prompt sizes found is another kernel family:
+DeepGEMM's m-grouped contiguous fp8 GEMM (128x128 blocks, UE8M0) on one B300, DeepSeek-V3 EP8
+shard (32 experts, gate/up N 4096 K 7168, down N 7168 K 2048), 512 rows per expert: 387 / 206 us
+(vincentzed/deepgemm-swapab-bench logs/fp8.log, CUPTI, cold L2), 0.55-0.73 of the 4500 peak
+(valid 16384 to padded 21600 rows) against this law's 0.18; SGLang runs it only with
+--moe-runner-backend deep_gemm or DeepEP. For fp8 models outside the DeepSeek family SGLang's
+`auto` MoE runner is Triton in a TP-only run, flashinfer_trtllm only when the flag is passed
+(sgl-project/sglang PR #38374); no Blackwell time of either at prompt sizes was found, so
+neither is encoded (docs/fp8_block.md)."""
 
 
 def default_efficiency(hw: HardwareSpec) -> Efficiency:
