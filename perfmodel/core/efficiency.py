@@ -140,8 +140,10 @@ shapes of that table sit on a ~60 us host floor). The same table's FlashInfer co
 kernel: gemm_fp8_nt_groupwise backend "trtllm", which SGLANG_ENABLE_FLASHINFER_GEMM=1 selects
 for every block-fp8 linear (sglang fp8_utils.dispatch_w8a8_block_fp8_linear), 826 / 1633 us
 there (437 / 442 TFLOP/s, 0.09 of peak); its CUTLASS backend ran at 0.58-0.97x fp16 torch linear
-on a B200 (flashinfer-ai/flashinfer#2146, NVIDIA/cutlass#2923). Not encoded: the serving rows
-measured with and without that flag show the same prompt-rate excess (docs/fp8_block.md).
+on a B200 (flashinfer-ai/flashinfer#2146, NVIDIA/cutlass#2923). Not encoded: which of the two
+the B200 SGLang 0.5.9 Qwen3.5 rows ran is not pinned (InferenceX PR #804 names the flag, the
+stored qwen3.5_fp8_b200.sh turns it off), and on those rows that rate explains a third of the
+prompt-rate excess while lengthening TPOT (docs/fp8_block.md section 5).
 Assumption: B300/GB200/GB300 take the B200 curves (same sm_100 kernels)."""
 
 BLACKWELL_FA2_ATTN_COMPUTE = 0.155
