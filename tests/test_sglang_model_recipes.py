@@ -166,3 +166,49 @@ def test_disaggregated_and_other_harness_rows_keep_the_stated_expert_parallel():
     # a row of another harness (no InferenceX provenance) is not the script's
     t = _qwen35_row("h200_sxm", source="some other bench")
     assert (t.ep, t.recipe.expert_parallel) == (8, None)
+
+
+# The DeepSeek R1 fp4 B200 script before InferenceX PR #204 launched `--enable-ep-moe`, which
+# SGLang turns into ep_size = tp_size (InferenceX PR #242 thread; SGLang deprecated-arguments
+# table); its config gave no ep, so the file says moe_ep_size 1 for those rows.
+NOV = "db-dump/2026-04-27 measured 2025-11-10"
+
+
+@pytest.mark.parametrize("source, gpu, weights, tp, disagg, want", [
+    (NOV, "b200", "fp4", 4, False, 4), (NOV, "b200", "fp4", 8, False, 8),
+    ("db-dump/2026-04-27 measured 2025-11-02", "b200", "fp4", 8, False, 8),
+    # later configs state ep = tp themselves (PR #204); the fp8 script had no --enable-ep-moe
+    (IMAX, "b200", "fp4", 4, False, None), (NOV, "b200", "fp8", 8, False, None),
+    # other GPUs, disaggregated workers, other harnesses and TP 1 keep the row's
+    (NOV, "b300", "fp4", 4, False, None), (NOV, "b200", "fp4", 4, True, None),
+    ("some other bench measured 2025-11-10", "b200", "fp4", 4, False, None),
+    (NOV, "b200", "fp4", 1, False, None),
+])
+def test_the_autumn_2025_dsr1_fp4_b200_script_ran_expert_parallel_tp(source, gpu, weights, tp,
+                                                                       disagg, want):
+    r = recipe_for(source, "sglang", 1024, concurrency=4, gpu=gpu, output=1024, tp=tp,
+                   model="deepseek-v3", weights=weights, disagg=disagg)
+    assert r.expert_parallel == want
+    assert any("--enable-ep-moe" in n for n in r.notes) == (want is not None)
+
+
+def test_the_simulator_runs_tp_experts_on_the_autumn_2025_dsr1_fp4_b200_rows(monkeypatch):
+    from perfmodel import api
+    from perfmodel.analysis.validation import serving_predict as sp
+
+    class Seen(Exception):
+        pass
+
+    def capture(**kw):
+        raise Seen(kw["ep"])
+
+    monkeypatch.setattr(api, "make_query", capture)
+    t = map_row(backend="sglang", backend_version="", model_path="deepseek-ai/DeepSeek-V3",
+                system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4",
+                moe_quant_mode="nvfp4", batch_size="4", tp_size="8", attention_dp_size="1",
+                moe_tp_size="8", moe_ep_size="1", source=NOV)
+    assert (t.tp, t.ep, t.recipe.expert_parallel) == (8, 1, 8)   # the file's ep, the script's
+    with pytest.raises(Seen) as got:
+        sp.simulated(t, [4], None, sp._Specs())
+    assert got.value.args[0] == 8
+

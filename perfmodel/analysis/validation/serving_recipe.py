@@ -82,7 +82,7 @@ file, and the evidence): serving_provenance.py.
 from __future__ import annotations
 
 from perfmodel.analysis.validation.serving_provenance import (  # noqa: F401 (re-exported)
-    AIC_COPIED_IMAGE_TAG, Family, _llama70b_import, copied_from_inferencemax, family,
+    AIC_COPIED_IMAGE_TAG, Family, _llama70b_import, _measured, copied_from_inferencemax, family,
     inferencemax_twins)
 from perfmodel.analysis.validation.serving_recipe_aic import (  # noqa: F401 (re-exported)
     AIC_MARGIN_TOKENS, AIC_MAX_BATCH_SIZE, AIC_SGLANG_TEMPLATE_MIXES_CHUNKS,
@@ -253,7 +253,8 @@ def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, g
                                          disagg)
         if graphed is not None:
             fields, notes = {**fields, **graphed[0]}, notes + [graphed[1]]
-        own = sglang_model_flags(model, engine, gpu, weights, disagg, version)
+        own = sglang_model_flags(model, engine, gpu, weights, disagg, version, tp=tp,
+                                 measured=_measured(source))
         if own is not None:         # GLM-5 and Qwen3.5 scripts: their own receive interval
             fields.update(own[0])
             notes.extend(own[1])
