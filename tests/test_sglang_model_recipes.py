@@ -212,3 +212,18 @@ def test_the_simulator_runs_tp_experts_on_the_autumn_2025_dsr1_fp4_b200_rows(mon
         sp.simulated(t, [4], None, sp._Specs())
     assert got.value.args[0] == 8
 
+
+@pytest.mark.parametrize("source, disagg, cold", [
+    (NOV, False, True), ("db-dump/2026-04-27 measured 2025-12-15", False, True),
+    ("db-dump/2026-04-27 measured 2026-01-29", False, False), (IMAX, False, False),
+    # srt-slurm's sa-bench drains its own warm-up (serving_recipe docstring)
+    (NOV, True, False),
+])
+def test_inferencex_rows_before_the_warmup_pr_say_they_ran_cold(source, disagg, cold):
+    # InferenceX PR #480 (opened 2026-01-17) added --num-warmups 2C; before it the client
+    # (kimbochen/bench_serving) sent one test request, then the measured run
+    r = recipe_for(source, "sglang", 1024, concurrency=4, gpu="b200", output=1024,
+                   model="deepseek-v3", weights="fp8", disagg=disagg)
+    harness = next(n for n in r.notes if n.startswith("harness:"))
+    assert ("no warm-up" in harness) == cold
+    assert ("2 x C warm-up drained" in harness) == (not cold)
