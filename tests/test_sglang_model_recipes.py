@@ -131,7 +131,8 @@ def test_qwen35_fp8_h200_runs_its_experts_tensor_parallel():
     assert any("without --ep-size" in a for a in t.assumptions)
 
 
-def test_the_simulator_runs_the_scripts_expert_parallel(monkeypatch):
+def _simulated_ep(monkeypatch, t) -> int:
+    """The expert-parallel size the simulator's query for row `t` asks for."""
     from perfmodel import api
     from perfmodel.analysis.validation import serving_predict as sp
 
@@ -142,11 +143,15 @@ def test_the_simulator_runs_the_scripts_expert_parallel(monkeypatch):
         raise Seen(kw["ep"])
 
     monkeypatch.setattr(api, "make_query", capture)
+    with pytest.raises(Seen) as got:
+        sp.simulated(t, [4], None, sp._Specs())
+    return got.value.args[0]
+
+
+def test_the_simulator_runs_the_scripts_expert_parallel(monkeypatch):
     for system, tp, ep, want in (("h200_sxm", "8", "8", 1), ("b200_sxm", "4", "4", 4)):
         t = _qwen35_row(system, tp_size=tp, moe_ep_size=ep)
-        with pytest.raises(Seen) as got:
-            sp.simulated(t, [4], None, sp._Specs())
-        assert got.value.args[0] == want
+        assert _simulated_ep(monkeypatch, t) == want
 
 
 @pytest.mark.parametrize("system, weights", [("b200_sxm", "fp8"), ("b300_sxm", "fp8")])
@@ -193,24 +198,12 @@ def test_the_autumn_2025_dsr1_fp4_b200_script_ran_expert_parallel_tp(source, gpu
 
 
 def test_the_simulator_runs_tp_experts_on_the_autumn_2025_dsr1_fp4_b200_rows(monkeypatch):
-    from perfmodel import api
-    from perfmodel.analysis.validation import serving_predict as sp
-
-    class Seen(Exception):
-        pass
-
-    def capture(**kw):
-        raise Seen(kw["ep"])
-
-    monkeypatch.setattr(api, "make_query", capture)
     t = map_row(backend="sglang", backend_version="", model_path="deepseek-ai/DeepSeek-V3",
                 system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4",
                 moe_quant_mode="nvfp4", batch_size="4", tp_size="8", attention_dp_size="1",
                 moe_tp_size="8", moe_ep_size="1", source=NOV)
     assert (t.tp, t.ep, t.recipe.expert_parallel) == (8, 1, 8)   # the file's ep, the script's
-    with pytest.raises(Seen) as got:
-        sp.simulated(t, [4], None, sp._Specs())
-    assert got.value.args[0] == 8
+    assert _simulated_ep(monkeypatch, t) == 8
 
 
 @pytest.mark.parametrize("source, disagg, cold", [
