@@ -131,7 +131,8 @@ def test_qwen35_fp8_h200_runs_its_experts_tensor_parallel():
     assert any("without --ep-size" in a for a in t.assumptions)
 
 
-def test_the_simulator_runs_the_scripts_expert_parallel(monkeypatch):
+def _simulated_ep(monkeypatch, t) -> int:
+    """The expert-parallel size the simulator's query for row `t` asks for."""
     from perfmodel import api
     from perfmodel.analysis.validation import serving_predict as sp
 
@@ -142,11 +143,15 @@ def test_the_simulator_runs_the_scripts_expert_parallel(monkeypatch):
         raise Seen(kw["ep"])
 
     monkeypatch.setattr(api, "make_query", capture)
+    with pytest.raises(Seen) as got:
+        sp.simulated(t, [4], None, sp._Specs())
+    return got.value.args[0]
+
+
+def test_the_simulator_runs_the_scripts_expert_parallel(monkeypatch):
     for system, tp, ep, want in (("h200_sxm", "8", "8", 1), ("b200_sxm", "4", "4", 4)):
         t = _qwen35_row(system, tp_size=tp, moe_ep_size=ep)
-        with pytest.raises(Seen) as got:
-            sp.simulated(t, [4], None, sp._Specs())
-        assert got.value.args[0] == want
+        assert _simulated_ep(monkeypatch, t) == want
 
 
 @pytest.mark.parametrize("system, weights", [("b200_sxm", "fp8"), ("b300_sxm", "fp8")])
@@ -166,3 +171,52 @@ def test_disaggregated_and_other_harness_rows_keep_the_stated_expert_parallel():
     # a row of another harness (no InferenceX provenance) is not the script's
     t = _qwen35_row("h200_sxm", source="some other bench")
     assert (t.ep, t.recipe.expert_parallel) == (8, None)
+
+
+# The DeepSeek R1 fp4 B200 script before InferenceX PR #204 launched `--enable-ep-moe`, which
+# SGLang turns into ep_size = tp_size (InferenceX PR #242 thread; SGLang deprecated-arguments
+# table); its config gave no ep, so the file says moe_ep_size 1 for those rows.
+NOV = "db-dump/2026-04-27 measured 2025-11-10"
+
+
+@pytest.mark.parametrize("source, gpu, weights, tp, disagg, want", [
+    (NOV, "b200", "fp4", 4, False, 4), (NOV, "b200", "fp4", 8, False, 8),
+    ("db-dump/2026-04-27 measured 2025-11-02", "b200", "fp4", 8, False, 8),
+    # later configs state ep = tp themselves (PR #204); the fp8 script had no --enable-ep-moe
+    (IMAX, "b200", "fp4", 4, False, None), (NOV, "b200", "fp8", 8, False, None),
+    # other GPUs, disaggregated workers, other harnesses and TP 1 keep the row's
+    (NOV, "b300", "fp4", 4, False, None), (NOV, "b200", "fp4", 4, True, None),
+    ("some other bench measured 2025-11-10", "b200", "fp4", 4, False, None),
+    (NOV, "b200", "fp4", 1, False, None),
+])
+def test_the_autumn_2025_dsr1_fp4_b200_script_ran_expert_parallel_tp(source, gpu, weights, tp,
+                                                                       disagg, want):
+    r = recipe_for(source, "sglang", 1024, concurrency=4, gpu=gpu, output=1024, tp=tp,
+                   model="deepseek-v3", weights=weights, disagg=disagg)
+    assert r.expert_parallel == want
+    assert any("--enable-ep-moe" in n for n in r.notes) == (want is not None)
+
+
+def test_the_simulator_runs_tp_experts_on_the_autumn_2025_dsr1_fp4_b200_rows(monkeypatch):
+    t = map_row(backend="sglang", backend_version="", model_path="deepseek-ai/DeepSeek-V3",
+                system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4",
+                moe_quant_mode="nvfp4", batch_size="4", tp_size="8", attention_dp_size="1",
+                moe_tp_size="8", moe_ep_size="1", source=NOV)
+    assert (t.tp, t.ep, t.recipe.expert_parallel) == (8, 1, 8)   # the file's ep, the script's
+    assert _simulated_ep(monkeypatch, t) == 8
+
+
+@pytest.mark.parametrize("source, disagg, cold", [
+    (NOV, False, True), ("db-dump/2026-04-27 measured 2025-12-15", False, True),
+    ("db-dump/2026-04-27 measured 2026-01-29", False, False), (IMAX, False, False),
+    # srt-slurm's sa-bench drains its own warm-up (serving_recipe docstring)
+    (NOV, True, False),
+])
+def test_inferencex_rows_before_the_warmup_pr_say_they_ran_cold(source, disagg, cold):
+    # InferenceX PR #480 (opened 2026-01-17) added --num-warmups 2C; before it the client
+    # (kimbochen/bench_serving) sent one test request, then the measured run
+    r = recipe_for(source, "sglang", 1024, concurrency=4, gpu="b200", output=1024,
+                   model="deepseek-v3", weights="fp8", disagg=disagg)
+    harness = next(n for n in r.notes if n.startswith("harness:"))
+    assert ("no warm-up" in harness) == cold
+    assert ("2 x C warm-up drained" in harness) == (not cold)

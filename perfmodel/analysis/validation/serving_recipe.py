@@ -11,6 +11,10 @@ simulator without JIT or cache effects could see):
   responses before starting profiling" (aiperf docs/tutorials/warmup.md, Grace Period);
   genai-perf's perf_analyzer joins its warm-up workers (`WaitForWarmupAndCleanup`,
   load_manager.cc) before the measured load starts.
+Except InferenceX's aggregated rows measured before INFERENCEX_WARMUP_SINCE (its client had no
+warm-up then): the simulator's start is the same idle server, but what a cold engine pays once
+(kernel JIT or autotuning at a shape first met in the measured run) is in their mean and not in
+the prediction (docs/deepseek_serving.md, "Cold server").
 
 Families (first word of `source`):
 - "aic" (AIConfigurator's gap-analysis runs, but for the copies serving_provenance.py names): its
@@ -82,7 +86,7 @@ file, and the evidence): serving_provenance.py.
 from __future__ import annotations
 
 from perfmodel.analysis.validation.serving_provenance import (  # noqa: F401 (re-exported)
-    AIC_COPIED_IMAGE_TAG, Family, _llama70b_import, copied_from_inferencemax, family,
+    AIC_COPIED_IMAGE_TAG, Family, _llama70b_import, _measured, copied_from_inferencemax, family,
     inferencemax_twins)
 from perfmodel.analysis.validation.serving_recipe_aic import (  # noqa: F401 (re-exported)
     AIC_MARGIN_TOKENS, AIC_MAX_BATCH_SIZE, AIC_SGLANG_TEMPLATE_MIXES_CHUNKS,
@@ -98,6 +102,12 @@ from perfmodel.analysis.validation.serving_versions import vllm_prefill_kernels
 # InferenceX recipes: "random_range_ratio: 0.8, sa-bench" (srt-slurm recipe READMEs);
 # benchmark_lib.sh passes it to benchmark_serving.py --random-range-ratio.
 INFERENCEMAX_RANGE_RATIO = 0.8
+# Warm-up: InferenceX's single-node runs went through kimbochen/bench_serving (cloned by the
+# launch scripts, e.g. runners/launch_b200-nvd.sh), whose benchmark() sends one test request
+# and then the measured requests: no warm-up. `--num-warmups 2C` came with InferenceX PR #480
+# ("upstream kimbochen/bench_serving, adding warmup", opened 2026-01-17); aggregated rows
+# measured before that day ran on a cold server (the file has none between it and the merge).
+INFERENCEX_WARMUP_SINCE = "2026-01-17"
 # InferenceX Blackwell SGLang scripts: SCHEDULER_RECV_INTERVAL=30 if CONC >= 16 else 10.
 INFERENCEMAX_SGLANG_RECV_INTERVAL = 10
 INFERENCEMAX_SGLANG_RECV_INTERVAL_HIGH = 30
@@ -133,6 +143,16 @@ INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_RATIO = 0.9
 INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_LENGTHS = (1024, 1024)   # ISL, OSL
 INFERENCEMAX_LLAMA70B_TRTLLM_BATCH_WAIT_BELOW_TP = 8
 
+
+
+def _warmup(source: str, disagg: bool) -> str:
+    """The warm-up of an InferenceX row's harness, in words (INFERENCEX_WARMUP_SINCE)."""
+    day = _measured(source)
+    if disagg or day is None or day >= INFERENCEX_WARMUP_SINCE:
+        return "2 x C warm-up drained"
+    return ("no warm-up (kimbochen/bench_serving before InferenceX PR #480: one test request, "
+            "then the measured run on a cold server; first-use costs such as kernel JIT at a "
+            "new shape fall into the measured mean and are not simulated)")
 
 
 def _inferencemax_recv(engine: str, concurrency: int | None, gpu: str | None,
@@ -217,8 +237,8 @@ def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, g
     if fam == "inferencemax":
         r = INFERENCEMAX_RANGE_RATIO
         notes = [f"harness: InferenceMAX benchmark_serving.py closed loop, lengths uniform in "
-                 f"[{r:g} x L, L] (--random-range-ratio {r:g}), 2 x C warm-up drained; engine "
-                 "flags not in the file: preset defaults"]
+                 f"[{r:g} x L, L] (--random-range-ratio {r:g}), {_warmup(source, disagg)}; "
+                 "engine flags not in the file: preset defaults"]
         if twin:
             notes.insert(0, "provenance: an InferenceMAX measurement copied into "
                             "AIConfigurator's file (its TTFT and TPOT repeat an InferenceMAX "
@@ -253,7 +273,8 @@ def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, g
                                          disagg)
         if graphed is not None:
             fields, notes = {**fields, **graphed[0]}, notes + [graphed[1]]
-        own = sglang_model_flags(model, engine, gpu, weights, disagg, version)
+        own = sglang_model_flags(model, engine, gpu, weights, disagg, version, tp=tp,
+                                 measured=_measured(source))
         if own is not None:         # GLM-5 and Qwen3.5 scripts: their own receive interval
             fields.update(own[0])
             notes.extend(own[1])

@@ -25,6 +25,16 @@ it checks EP_SIZE but never passes it, so SGLang shards the experts tensor-paral
 ep_size 1) although the config lists ep 8 (the rows' moe_ep_size); the MTP sibling of April
 (qwen3.5_fp8_h200_mtp.sh, PR #1001) is the first H200 Qwen3.5 script that passes
 --expert-parallel-size. Replayed as expert_parallel 1 (INFERENCEX_SGLANG_NO_EP).
+The DeepSeek R1 fp4 B200 script of autumn 2025 (benchmarks/dsr1_fp4_b200_docker.sh) launched SGLang
+with `--enable-ep-moe --enable-flashinfer-trtllm-moe` and no --ep-size, while its config gave no
+ep (the file's moe_ep_size 1): InferenceX PR #204 ("Replace --enable-ep-moe with --ep-size
+$EP_SIZE", "Set ep:4 for all tp:4 entries, ep:8 for all tp:8 entries", perf-changelog.yaml) and
+the PR #242 thread (2025-11-17/18: "before PR #204, `--enable-ep-moe` & `--enable-flashinfer-
+trtllm-moe` was set", "I re-enabled the EP for the fp4 workloads"). SGLang's deprecated
+--enable-ep-moe sets ep_size = tp_size (server_args.py: "NOTE: --enable-ep-moe is deprecated.
+Please set `--ep-size` to the same value as `--tp-size` instead"; docs deprecated arguments
+table). Replayed as expert_parallel = TP on the fp4 B200 rows measured before 2025-11-17
+(INFERENCEX_SGLANG_EP_IS_TP): the file's 2025-11-02 and 2025-11-10 rows.
 Every Qwen3.5 script passes --disable-radix-cache (so SGLang keeps its overlap scheduler for
 this hybrid model). The GLM-5 H200 script's --mem-fraction-static 0.85 is replayed
 (serving_kv.py). Their prompt budgets are not replayed either (docs/serve.md):
@@ -51,6 +61,12 @@ INFERENCEX_SGLANG_OWN_RECV = {
 # (model prefix, GPU, experts' format) -> script that passes no expert-parallel flag
 INFERENCEX_SGLANG_NO_EP = {(QWEN35_MODEL_PREFIX, "h200-sxm", "fp8"): "qwen3.5_fp8_h200.sh"}
 
+# (model prefix, GPU, experts' format) -> (script, first date not covered): rows measured before
+# the date ran the script's --enable-ep-moe, i.e. expert parallel = TP (module docstring). The
+# bound is PR #242's opening day, after PR #204 replaced the flag; later fp4 configs state ep = tp.
+INFERENCEX_SGLANG_EP_IS_TP = {("deepseek", "b200", "fp4"): ("dsr1_fp4_b200_docker.sh",
+                                                            "2025-11-17")}
+
 # Scripts that apply only from the engine release their config was added with (earlier rows of
 # that GPU and format were measured by other runs): qwen3.5-fp8-b300-sglang, InferenceX PR #1048,
 # image lmsysorg/sglang:v0.5.10.post1-cu130.
@@ -68,12 +84,15 @@ def _script_ran(key: tuple[str, str, str], version: str | None) -> bool:
 
 
 def sglang_model_flags(model: str | None, engine: str, gpu: str | None, weights: str | None,
-                       disagg: bool = False,
-                       version: str | None = None) -> tuple[dict, list[str]] | None:
+                       disagg: bool = False, version: str | None = None, *,
+                       tp: int | None = None,
+                       measured: str | None = None) -> tuple[dict, list[str]] | None:
     """(Recipe field overrides, notes) of an InferenceX SGLang row whose script disables the
-    radix cache or sets its own receive interval, or None. `weights` is the experts' format
-    name (fp8, fp4, bf16); `version` the row's engine version (some scripts ran only from a
-    release on: INFERENCEX_SGLANG_OWN_RECV_SINCE)."""
+    radix cache, sets its own receive interval or its own expert parallelism, or None.
+    `weights` is the experts' format name (fp8, fp4, bf16); `version` the row's engine version
+    (some scripts ran only from a release on: INFERENCEX_SGLANG_OWN_RECV_SINCE); `tp` its
+    tensor-parallel size and `measured` its measurement date, YYYY-MM-DD (a script's flag that
+    changed on a date: INFERENCEX_SGLANG_EP_IS_TP)."""
     name = (model or "").lower()
     if engine != "sglang":
         return None
@@ -95,6 +114,13 @@ def sglang_model_flags(model: str | None, engine: str, gpu: str | None, weights:
             fields["expert_parallel"] = 1
             notes.append(f"engine: SGLang launched without --ep-size (InferenceX {script} never "
                          "passes EP_SIZE): experts sharded tensor-parallel, ep 1")
+    for (prefix, g, w), (script, until) in INFERENCEX_SGLANG_EP_IS_TP.items():
+        if (not disagg and name.startswith(prefix) and gpu == g and weights == w
+                and tp is not None and tp > 1 and measured is not None and measured < until):
+            fields["expert_parallel"] = tp
+            notes.append(f"engine: SGLang --enable-ep-moe (InferenceX {script} before PR #204, "
+                         f"measured before {until}): expert parallel = TP = {tp}, whatever "
+                         "the file's moe_ep_size")
     mem = None if disagg else inferencemax_sglang_mem_fraction(engine, name, gpu)
     if mem is not None:             # its --mem-fraction-static (serving_kv.py)
         fields["kv_memory_fraction"], note = mem
