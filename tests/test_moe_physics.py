@@ -65,6 +65,18 @@ def test_max_expert_load_at_16_tokens_follows_the_normal_limit():
     assert load == pytest.approx(1 + 1.4236 * sigma / 16, rel=0.05)
 
 
+def test_uniform_routing_at_the_trtllm_wide_ep_blog_point_is_far_below_its_measurement():
+    # TensorRT-LLM blog 4, Table 1: DeepSeek-R1 (256 experts, top-8), EP32, mean 1024 routed
+    # rows per rank = 4096 tokens; measured busiest rank 2.564x the mean, by-rank std 491.6.
+    # Uniform routing by hand: sigma^2 = 4096 * 8 * (1/32)(31/32)(248/255) -> sigma 31.07 rows;
+    # expected max of 32 standard normals 2.07 (Tippett 1925): 1 + 2.07 * 31.07 / 1024 = 1.063
+    sigma = math.sqrt(4096 * 8 * (1 / 32) * (31 / 32) * 248 / 255)
+    assert sigma == pytest.approx(31.07, abs=0.01)
+    load, _ = expert_load_ratios(256, 8, 32, 4096)
+    assert load == pytest.approx(1 + 2.07 * sigma / 1024, rel=0.01)
+    assert load < 1 + 0.1 * (2.564 - 1)   # popularity, not sampling, is the measured excess
+
+
 @given(e_per_rank=st.integers(1, 64), ep=st.sampled_from([2, 4, 8, 16]),
        k=st.integers(1, 16), n=st.floats(1, 1e5))
 def test_busiest_rank_is_at_least_the_mean_and_tends_to_it(e_per_rank, ep, k, n):
