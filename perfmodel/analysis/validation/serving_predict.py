@@ -111,9 +111,13 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
     # the expert parallelism the script launched, where it differs from the row's (a recipe
     # fact like the others the simulator replays: serving_recipe_sglang.INFERENCEX_SGLANG_NO_EP)
     ep = t.ep if t.recipe.expert_parallel is None or not t.moe else t.recipe.expert_parallel
+    # likewise its attention data parallelism: the same tp x dp GPUs, regrouped
+    # (serving_recipe_vllm.INFERENCEX_VLLM_SCRIPT_LAYOUT)
+    dp = t.attention_dp if t.recipe.attention_dp is None else t.recipe.attention_dp
+    tp = t.tp * t.attention_dp // dp
     q = api.make_query(model=specs.model(t.model), gpu=specs.gpu(t.gpu), weights=t.weights,
-                       kv=t.kv, activations=t.activations, engine=t.engine, tp=t.tp, pp=t.pp,
-                       ep=ep, dp=t.attention_dp, profile=profile, prompt_tokens=t.prompt,
+                       kv=t.kv, activations=t.activations, engine=t.engine, tp=tp, pp=t.pp,
+                       ep=ep, dp=dp, profile=profile, prompt_tokens=t.prompt,
                        output_tokens=t.output, range_ratio=t.recipe.range_ratio)
     sc, warnings, assumptions = api.resolve(q)
     rep = serve_report(q, _with_recipe(sc, t.recipe), warnings, assumptions,

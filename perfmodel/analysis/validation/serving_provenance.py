@@ -16,8 +16,13 @@ A third kind of copy names neither image nor date: "aic" rows whose TTFT and TPO
 0.01 ms they are printed with, those of an InferenceMAX row (image= or db-dump/) of the same
 model, GPU, lengths and concurrency (inferencemax_twins). Evidence in the shipped file
 (tests/test_serving_recipe.py counts it and shows one pair): all 76 such Qwen3.5-397B rows and
-32 Kimi-K2.5 rows have one, and no row of AIConfigurator's own sweeps (Qwen3-32B, Qwen3-235B,
+47 Kimi-K2.5 rows have one, and no row of AIConfigurator's own sweeps (Qwen3-32B, Qwen3-235B,
 Llama-3.1-8B/70B) does; two equal pairs of values to 0.01 ms by chance are not credible.
+Concurrency is compared as run (batch_size x attention_dp_size where stated > 1): 15 of those
+Kimi-K2.5 rows (NVFP4, 4 x B200, vLLM 0.17.0, "tp4_ep4") write the run as tp 4, ep 4 at
+batch = C, while their originals (db-dump, measured 2026-03-27) write it as tp 4 x
+attention_dp 4, moe_ep 16 at batch = C / 4; TTFT and TPOT agree to 0.01 ms at all 15 points
+(1k/1k, 1k/8k, 8k/1k; C = 4..64).
 A second import names no image: the 441 Llama-3.1-70B rows "aic ... measured 2025-10-29"
 (AIC_INFERENCEMAX_IMPORT_DATES; vLLM and TRT-LLM, no engine version) are InferenceMAX v1's
 Llama-70B sweep (nvidia/Llama-3.3-70B-Instruct-FP8/FP4, the 3.1-70B architecture). Evidence:
@@ -66,11 +71,23 @@ def copied_from_inferencemax(source: str) -> bool:
     return (s.split(" ", 1)[0] == "aic" and AIC_COPIED_IMAGE_TAG in s) or _llama70b_import(s)
 
 
+def _concurrency(r) -> str:
+    """The run's concurrency as written: batch_size, times attention_dp_size where that is
+    stated > 1 (AIConfigurator's batch per attention-DP rank, serving_map._parallel), so a
+    copy that writes one run's layout without attention DP still meets its original."""
+    batch = r.get("batch_size").strip()
+    try:
+        dp = int(r.get("attention_dp_size").strip() or 1)
+        return str(int(batch) * dp) if dp > 1 else batch
+    except ValueError:
+        return batch
+
+
 def _twin_key(r) -> tuple:
     """What a copy shares with its original (module docstring, Provenance): model, GPU, lengths,
     concurrency, and TTFT and TPOT to the 0.01 ms of the rounded copies."""
-    cells = tuple(r.get(c).strip().lower() for c in ("model_path", "system", "isl", "osl",
-                                                      "batch_size"))
+    cells = tuple(r.get(c).strip().lower() for c in ("model_path", "system", "isl", "osl")) \
+        + (_concurrency(r),)
     try:
         values = tuple(f"{float(r.get(c)):.2f}" for c in ("silicon_ttft_ms", "silicon_tpot_ms"))
     except ValueError:

@@ -62,6 +62,10 @@ class Recipe(BaseModel):
         default=None, ge=1, description="Expert-parallel size the script launched the engine "
         "with, where it differs from the row's moe_ep_size (None: the row's); the simulator "
         "runs it, the row's mapping keeps what the file states.")
+    attention_dp: int | None = Field(
+        default=None, ge=1, description="Attention data-parallel size the script launched the "
+        "engine with, where it differs from the row's (None: the row's); the simulator runs the "
+        "same GPUs as tp x attention_dp, the row's mapping keeps what the file states.")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
@@ -71,4 +75,5 @@ class Recipe(BaseModel):
                 self.chunked_prefill, self.batch_wait_timeout_iters,
                 self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters,
                 self.kv_memory_fraction, self.prefill_attention, self.overlap_scheduler,
-                self.radix_cache, self.prefill_graph_max_tokens, self.expert_parallel)
+                self.radix_cache, self.prefill_graph_max_tokens, self.expert_parallel,
+                self.attention_dp)

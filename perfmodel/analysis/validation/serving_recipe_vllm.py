@@ -117,3 +117,38 @@ def inferencex_vllm_graphs(source: str, engine: str, prompt: int, model: str | N
             f"= 2 x ISL (InferenceX {model} {weights} {gpu} vLLM script of this run: "
             "serving_recipe_vllm.INFERENCEX_VLLM_GRAPHED_SCRIPTS): steps of up to "
             f"{cap} tokens replay CUDA graphs")
+
+
+# InferenceX vLLM scripts that launch `vllm serve --tensor-parallel-size=$TP` and nothing else
+# of the layout: no --enable-expert-parallel (their check_env_vars does not even read EP_SIZE)
+# and no --data-parallel-size, whatever the config's ep / dp-attn entries, so the engine runs
+# TP over the GPUs, experts sharded tensor-parallel (vLLM's default), one attention group:
+# benchmarks/single_node/kimik2.5_fp4_b200.sh (both stored versions, 7a83b90 and 04107b3; added
+# by PR #862 on 2026-03-03 with "TP=8/EP=1 (conc 4-128) and TP=4/EP=4 (conc 4-64)" search-space
+# entries) and kimik2.5_fp4_b300.sh (5632483: "reuses the existing Kimi-K2.5 FP4 B200 vLLM
+# recipe as-is", adds --no-enable-prefix-caching). The expert-parallel flag was first proposed
+# for them in June 2026 (PR #1658, "pass --enable-expert-parallel only when EP_SIZE > 1",
+# closed), after every row of the serving file. The MiniMax-M2.5 scripts are not listed: they
+# pass --enable-expert-parallel when EP_SIZE > 1, and minimaxm2.5_fp4_b300.sh (5632483) runs
+# DP_ATTENTION=true as --tensor-parallel-size=1 --data-parallel-size=$TP, so their rows' own
+# layouts may be what ran.
+# (catalog model id, experts' weight format, GPU id) -> script
+INFERENCEX_VLLM_TP_ONLY_SCRIPTS = {
+    ("kimi-k2.5", "fp4", "b200"): "kimik2.5_fp4_b200.sh",
+    ("kimi-k2.5", "fp4", "b300"): "kimik2.5_fp4_b300.sh",
+}
+
+
+def inferencex_vllm_layout(engine: str, model: str | None, weights: str | None,
+                           gpu: str | None, disagg: bool = False) -> tuple[dict, str] | None:
+    """(Recipe fields, the assumption in words) of an aggregated InferenceX vLLM row whose
+    script launches tensor parallelism only (INFERENCEX_VLLM_TP_ONLY_SCRIPTS): the simulator
+    runs the row's GPUs as TP, expert_parallel 1, attention_dp 1; else None."""
+    script = INFERENCEX_VLLM_TP_ONLY_SCRIPTS.get((model or "", weights or "", gpu or ""))
+    if script is None or engine != "vllm" or disagg:
+        return None
+    return (dict(expert_parallel=1, attention_dp=1),
+            f"engine: vllm serve --tensor-parallel-size over all the row's GPUs, without "
+            f"--enable-expert-parallel or --data-parallel-size (InferenceX {script}: "
+            "serving_recipe_vllm.INFERENCEX_VLLM_TP_ONLY_SCRIPTS): experts sharded "
+            "tensor-parallel, whatever ep / attention DP the row states")
