@@ -112,7 +112,7 @@ def simulated(t: ServingTarget, concurrencies: list[int], profile: Profile | Non
     # fact like the others the simulator replays: serving_recipe_sglang.INFERENCEX_SGLANG_NO_EP)
     ep = t.ep if t.recipe.expert_parallel is None or not t.moe else t.recipe.expert_parallel
     # likewise its attention data parallelism: the same tp x dp GPUs, regrouped
-    # (serving_recipe_vllm.INFERENCEX_VLLM_SCRIPT_LAYOUT)
+    # (serving_recipe_vllm.INFERENCEX_VLLM_TP_ONLY_SCRIPTS)
     dp = t.attention_dp if t.recipe.attention_dp is None else t.recipe.attention_dp
     tp = t.tp * t.attention_dp // dp
     q = api.make_query(model=specs.model(t.model), gpu=specs.gpu(t.gpu), weights=t.weights,
