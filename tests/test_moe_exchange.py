@@ -141,18 +141,21 @@ def test_a_lone_request_pays_the_floor_on_each_decode_step(no_floor):
 def test_both_pools_pay_it(no_floor):
     # prefill and decode pools both tp1 x dp8 x EP8: a lone request's TTFT (prefill of 1024
     # rows + KV transfer + the decode worker's first step at one row) moves by the floor's
-    # excess at 1024 rows plus at one row (the prefill step's rows are interpolated on the
-    # step-cost grid: 2%)
+    # excess at the prefill step's busiest DP rank plus at one row. The lone prompt lives on
+    # one of the 8 ranks, which dispatches all its 1024 rows: comm_times' per-rank share of
+    # 8 x 1024 table rows (serving/stepcost.py, attention DP; the step's rows are
+    # interpolated on the step-cost grid: 2%)
     sc, _, _ = resolve(DSV3, "b200", weights="fp8", kv="fp8", engine="trtllm", tp=1, dp=8,
                        ep=8)
     pool = dict(workers=1, tp=1, dp=8, ep=8)
     kw = dict(prefill=pool, decode=pool, weights="fp8", kv="fp8", engine="trtllm",
               trace=[(0.0, 1024, 9)])
     with_term = api.serve_disagg(DSV3, "b200", **kw).points[0]
-    a2a = _a2a(sc, [1024.0, 1.0])
+    busiest = 8 * 1024.0
+    a2a = _a2a(sc, [busiest, 1.0])
     no_floor()
     without = api.serve_disagg(DSV3, "b200", **kw).points[0]
-    excess = a2a - _a2a(sc, [1024.0, 1.0])
+    excess = a2a - _a2a(sc, [busiest, 1.0])
     assert np.all(excess > 0.0)
     assert with_term.ttft_p50_s - without.ttft_p50_s == pytest.approx(float(excess.sum()),
                                                                        rel=0.02)
