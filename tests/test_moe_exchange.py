@@ -21,6 +21,7 @@ from perfmodel.core.parallel import alltoall_s, busiest_rank_ratios, comm_times
 from perfmodel.core.predict import step
 from perfmodel.core.resolve import resolve
 from perfmodel.core.units import US
+from perfmodel.serving import stepcost
 
 DSV3 = "deepseek-v3"
 DSV3_MOE_LAYERS = 58   # DeepSeek-V3 config.json: 61 layers, first_k_dense_replace 3
@@ -141,21 +142,31 @@ def test_a_lone_request_pays_the_floor_on_each_decode_step(no_floor):
 def test_both_pools_pay_it(no_floor):
     # prefill and decode pools both tp1 x dp8 x EP8: a lone request's TTFT (prefill of 1024
     # rows + KV transfer + the decode worker's first step at one row) moves by the floor's
-    # excess at 1024 rows plus at one row (the prefill step's rows are interpolated on the
-    # step-cost grid: 2%)
+    # excess at the prefill step's busiest DP rank plus at one row. The lone prompt lives on
+    # one of the 8 ranks, which dispatches all its 1024 rows: comm_times' per-rank share of
+    # 8 x 1024 table rows (serving/stepcost.py, attention DP). The step's rows are interpolated
+    # on the step-cost grid (stepcost._rows_grid, ROW_POINTS geometric points) up to the
+    # surface's largest step: one request plus the 8 ranks' token budgets, 8 x 8192 (TensorRT-
+    # LLM's server max_num_tokens 8192 per attention-DP rank, serving/simulate._dp_limits),
+    # where the floor's excess is not linear: it is taken at the grid's neighbours of 8192
+    # rows and interpolated as the surface does (the rest within 2%)
     sc, _, _ = resolve(DSV3, "b200", weights="fp8", kv="fp8", engine="trtllm", tp=1, dp=8,
                        ep=8)
     pool = dict(workers=1, tp=1, dp=8, ep=8)
     kw = dict(prefill=pool, decode=pool, weights="fp8", kv="fp8", engine="trtllm",
               trace=[(0.0, 1024, 9)])
     with_term = api.serve_disagg(DSV3, "b200", **kw).points[0]
-    a2a = _a2a(sc, [1024.0, 1.0])
+    busiest = 8 * 1024.0
+    grid = stepcost._rows_grid(1 + 8 * 8192, stepcost.ROW_POINTS)
+    lo, hi = grid[grid <= busiest][-1], grid[grid > busiest][0]
+    a2a = _a2a(sc, [lo, hi, 1.0])
     no_floor()
     without = api.serve_disagg(DSV3, "b200", **kw).points[0]
-    excess = a2a - _a2a(sc, [1024.0, 1.0])
+    excess = a2a - _a2a(sc, [lo, hi, 1.0])
     assert np.all(excess > 0.0)
-    assert with_term.ttft_p50_s - without.ttft_p50_s == pytest.approx(float(excess.sum()),
-                                                                       rel=0.02)
+    at_busiest = excess[0] + (excess[1] - excess[0]) * (busiest - lo) / (hi - lo)
+    assert with_term.ttft_p50_s - without.ttft_p50_s == pytest.approx(
+        float(at_busiest + excess[2]), rel=0.02)
 
 
 @given(tokens=st.floats(min_value=-1e3, max_value=1e9, allow_nan=False),

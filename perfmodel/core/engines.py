@@ -187,6 +187,7 @@ SGLANG_SCHEDULER = SchedulerSpec(
     max_num_batched_tokens=16384, chunked_prefill=True, mixed_prefill=False, prefill_first=True,
     small_gpu_bytes=160 * GiB, small_gpu_max_num_batched_tokens=8192, overlap_scheduler=True,
     overlap_off_linear_attention=True, overlap_off_pp=True, overlap_disagg_prefill=True,
+    dp_limits_divided=True,
     source="sglang server_args.py (chunked_prefill_size 8192 below 160 GiB, 16384 from 160 GiB; "
            "enable_mixed_chunk off); scheduler.py event_loop_overlap (on by default since v0.4)")
 # - TensorRT-LLM overlap scheduler (PyTorch backend, "Enabled by default. To disable, set

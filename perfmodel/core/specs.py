@@ -75,6 +75,12 @@ class SchedulerSpec(Spec):
         "enable_balance, timeout_iters; default off): with attention DP, scheduled prompts wait "
         "until every DP rank has one, at most this many iterations while every rank decodes "
         "(PyExecutor._balance_adp_requests).")
+    dp_limits_divided: bool = Field(
+        default=False, description="Under attention data parallelism the server's max running "
+        "requests and chunked-prefill size are divided among the DP ranks (SGLang: "
+        "server_args.py _handle_data_parallelism chunked_prefill_size // dp_size, model_runner "
+        "max_running_requests // dp_size); False: every DP rank's scheduler applies them whole "
+        "(vLLM engine cores, TensorRT-LLM attention-DP ranks; serving/simulate.py _policy).")
     small_gpu_bytes: float | None = Field(
         default=None, gt=0, description="Below this device memory the small-GPU limits apply.")
     small_gpu_excludes: tuple[str, ...] = Field(

@@ -44,7 +44,7 @@ POLICY_FIELDS = frozenset(("static", "mixed", "chunked", "max_seqs", "token_budg
                            "total_blocks", "block_tokens", "reserve_output",
                            "request_overhead_s", "recv_interval_steps",
                            "overlap", "idle_takes_one", "batch_wait_iters", "batch_wait_tokens",
-                           "adp_wait_iters", "adp_ranks"))
+                           "adp_wait_iters", "adp_ranks", "rank_tokens"))
 """The scheduler.Policy parameters the epoch models; with any other, it leaves every
 iteration to the general loop (tests/test_decode_epoch.py then says it no longer runs)."""
 

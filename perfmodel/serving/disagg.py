@@ -179,7 +179,11 @@ def _plan(sc: Scenario, conc: int | None, *, prompt: int, output: int, share: in
     else:
         worker_wl = ServeWorkload.make(arrival="poisson", rate_rps=1.0, **shape)
     if max_batch is not None:   # the deployment's own limit replaces the preset's, both ways
-        sc = with_scheduler(sc, max_num_seqs=max_batch)
+        # max_batch is the worker's, over its attention-DP ranks (_Pool.max_batch); an engine
+        # whose ranks each apply the limit is given one rank's share (simulate._dp_limits)
+        dp = sc.dep.dp
+        per = max_batch if sc.engine.scheduler.dp_limits_divided else -(-max_batch // dp)
+        sc = with_scheduler(sc, max_num_seqs=per)
     pol, reason, fits = _policy(sc, worker_wl)
     if pol is not None and not overhead:   # tokenized and admitted by the prefill worker
         pol = replace(pol, request_overhead_s=0.0)

@@ -98,7 +98,10 @@ def bundled_policy(pol: Policy, k: int, prompt: int | None = None) -> Policy:
     if k == 1:
         return pol
     budget = None if pol.token_budget is None else max(1, pol.token_budget // k)
+    rank = pol.rank_tokens
     if budget is not None and prompt is not None:
         budget = max(budget, prompt)
-    return replace(pol, max_seqs=max(1, pol.max_seqs // k), token_budget=budget,
+    if rank is not None and prompt is not None:
+        rank = max(rank, prompt)
+    return replace(pol, max_seqs=max(1, pol.max_seqs // k), token_budget=budget, rank_tokens=rank,
                    total_blocks=max(1, pol.total_blocks // k))

@@ -188,6 +188,8 @@ class _Sim(KvBlocks, BatchWait):
         (`shared`: the step already holds other work), else it could never run again."""
         rem = float(self.need[i] - self.done[i])
         c = min(rem, left)
+        if self.pol.rank_tokens is not None:   # its DP rank's budget (sim_state.Policy)
+            c = min(c, float(self.pol.rank_tokens))
         if not self.pol.chunked and c < rem:
             return 0.0 if shared else rem
         return c

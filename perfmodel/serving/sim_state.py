@@ -45,6 +45,9 @@ class Policy:
     # (adp_ranks prompts scheduled) or adp_wait_iters iterations were held; 0: off
     adp_wait_iters: int = 0
     adp_ranks: int = 1
+    # attention DP (serving/simulate.py _policy): a request lives on one DP rank, so one
+    # step gives it at most that rank's token budget (None: the step's budget)
+    rank_tokens: int | None = None
 
 
 @dataclass

@@ -176,6 +176,31 @@ def _batch_wait_tokens(ratio: float, budget: int | None) -> float:
     return ratio * budget
 
 
+def _dp_limits(sched, dp: int, seqs: int | None, budget: int | None
+               ) -> tuple[int | None, int | None, int | None]:
+    """The one simulated scheduler's (max running requests, step token budget) over all dp
+    attention-DP ranks, and one rank's token budget (the most a request, living on one rank,
+    prefills in a step; None: no separate cap). Each rank runs its own scheduler: vLLM starts
+    one engine core per DP rank, each with the server's max_num_seqs / max_num_batched_tokens
+    (vllm/v1/engine/core.py DPEngineCoreProc, an EngineCore with its own Scheduler); TensorRT-
+    LLM admits up to tp_size x max_num_active_requests over the attention-DP ranks and each
+    rank schedules its own max_num_tokens (tensorrt_llm/_torch/pyexecutor/py_executor.py
+    _fetch_new_requests, total_max_num_active_requests). SGLang divides the server's limits
+    among the ranks (SchedulerSpec.dp_limits_divided): chunked_prefill_size // dp_size
+    (python/sglang/srt/server_args.py _handle_data_parallelism), max_running_requests //
+    dp_size (python/sglang/srt/model_executor/model_runner.py)."""
+    if dp <= 1:
+        return seqs, budget, None
+    if sched.dp_limits_divided:
+        seqs = None if seqs is None else max(1, seqs // dp) * dp
+        rank = None if budget is None else max(1, budget // dp)
+    else:
+        seqs, rank = None if seqs is None else seqs * dp, budget
+    total = None if rank is None else rank * dp
+    # without chunked prefill a prompt runs whole (checked against the budget by _policy)
+    return seqs, total, rank if sched.chunked_prefill else None
+
+
 def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
     """The run's scheduler parameters, or None with the reason nothing can run."""
     sched = sc.engine.scheduler
@@ -195,6 +220,7 @@ def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
         if computed > budget:
             return None, (f"a prompt of {P} tokens ({computed} to prefill) exceeds the step's "
                           f"token budget of {budget} on an engine without chunked prefill"), False
+    eng_seqs, budget, rank_tokens = _dp_limits(sched, sc.dep.dp, eng_seqs, budget)
     max_seqs = eng_seqs or 1 << 30
     if static:
         max_seqs = min(max_seqs, kv.tokens // (P + O))   # padded and preallocated
@@ -209,7 +235,7 @@ def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
                  batch_wait_iters=sched.batch_wait_timeout_iters if sc.dep.dp == 1 else 0,
                  batch_wait_tokens=_batch_wait_tokens(sched.batch_wait_max_tokens_ratio, budget),
                  adp_wait_iters=sched.adp_balance_timeout_iters if sc.dep.dp > 1 else 0,
-                 adp_ranks=sc.dep.dp)
+                 adp_ranks=sc.dep.dp, rank_tokens=None if static else rank_tokens)
     reason, fits = f"KV pool {kv.tokens} tokens", True
     if wl.concurrency is not None:
         resident = min(wl.concurrency, wl.n_requests)

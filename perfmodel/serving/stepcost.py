@@ -24,6 +24,18 @@ Pipeline parallelism (pp > 1): as in core.predict.step, m = min(sequences, pp) m
 keep the stages busy; the step runs at the heaviest micro-batch's rows, 1/m of the decode
 rows plus max(prompt rows / m, largest chunk) (a chunk runs inside one micro-batch:
 batching.heavy_prompt_rows), plus (pp - 1) hand-offs.
+
+Attention data parallelism (dp > 1): the table's body and chunk attention are one rank's
+share of rows spread evenly over the dp ranks (core/parallel.rank_ops), but a request lives
+on one DP rank, so a prompt chunk's attention, projections, norms and collectives run on that
+rank alone while the routed experts see every rank's rows (vLLM: the DP coordinator hands each
+request to one engine core, vllm/v1/engine/core_client.py DPLBAsyncMPClient, and the ranks step
+together through the MoE layers' collectives, running dummy batches when idle; SGLang's
+DP-attention controller and TensorRT-LLM's attention DP likewise assign a request to one rank).
+The step runs at the busiest rank: its rows are the decode rows' share plus max(prompt rows /
+dp, largest chunk), its chunk attention max(all chunks' / dp, the largest chunk's), as for the
+pp micro-batches; the routed experts stay at all M rows. With one equal chunk per rank (e.g.
+TensorRT-LLM's attention-DP balance) nothing changes.
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ from perfmodel.core.predict import Scenario
 from perfmodel.core.roofline import host_step_s, issue_s, piecewise_prompt_s, step_time
 
 HEAD_OPS = ("final_norm", "lm_head", "sampling")
+ROUTED_OPS = ("experts",)   # ops that see every DP rank's rows (core/parallel.rank_ops)
 ROW_POINTS = 72          # geometric grid of token rows (interpolation error well under 1%)
 CONTEXT_POINTS = 24      # linear grid of contexts
 CHUNK_POINTS = 40        # chunk sizes (attention is quadratic in c: denser)
@@ -78,6 +91,8 @@ class StepCost:
                                  # (core/host_cost.prompt_issue_s)
     piecewise_s: float = 0.0     # a graphed prompt step's eager attention, paid in series
                                  # (core/host_cost.piecewise_prompt_s)
+    dp: int = 1                  # attention data-parallel ranks (module docstring)
+    routed_s: np.ndarray | None = None  # the routed experts' part of body_s (dp > 1), on rows
 
     def body(self, M):
         return np.interp(M, self.rows, self.body_s)
@@ -99,6 +114,10 @@ class StepCost:
         # the heaviest micro-batch sets the pace: a chunk is never cut across micro-batches
         M = d / m + (max(float(sum(chunks)) / m, float(max(chunks))) if chunks else 0.0)
         gpu = _interp1(self._rows, self._body, M) + _interp1(self._rows, self._head, (d + finishing) / m)
+        if chunks and self.dp > 1:   # the busiest DP rank's own ops (module docstring)
+            busy = d / m + max(float(sum(chunks)) / m, self.dp * float(max(chunks)))
+            gpu += (_interp1(self._rows, self._local, busy)
+                    - _interp1(self._rows, self._local, M))
         gpu += self.attn_fixed_s
         if d:
             gpu += _bilinear1(self._drows, self._dctx, self._dattn, d / m, sum_ctx / d)
@@ -108,8 +127,8 @@ class StepCost:
         else:
             each = [_bilinear1(self._chunk, self._cctx, self._cattn, float(c), float(s0))
                     for c, s0 in zip(chunks, chunk_ctx)]
-        if each:
-            gpu += max(sum(each) / m, max(each))     # the heaviest micro-batch, as for M
+        if each:   # the heaviest micro-batch (as for M) on the busiest DP rank
+            gpu += max(sum(each) / m, self.dp * max(each))
         gpu += self.hop[0] * M + self.hop[1]
         eager = (d + sum(chunks) > self.graphed_prompt_rows if chunks
                  else self.graphed_decode_rows is not None and d > self.graphed_decode_rows)
@@ -126,6 +145,8 @@ class StepCost:
                           ("_chunk", self.chunk), ("_cctx", self.chunk_ctx)):
             object.__setattr__(self, name, [float(x) for x in arr])
         object.__setattr__(self, "_dattn", self.dec_attn_s.tolist())
+        routed = self.routed_s if self.routed_s is not None else np.zeros_like(self.body_s)
+        object.__setattr__(self, "_local", (self.body_s - routed).tolist())
         object.__setattr__(self, "_cattn", self.chunk_attn_s.tolist())
 
     def decode_run_s(self, d: int, mean_ctx0: float, k: int) -> np.ndarray:
@@ -209,6 +230,7 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
                     attention=sc.attention, prefill=prompt)
     n = B.size
     body = np.zeros(n)
+    routed = np.zeros(n)
     head = np.zeros(n)
     attn = np.zeros(n)
     fixed = 0.0
@@ -223,6 +245,8 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
             head = head + t
         else:
             body = body + t
+            if op.name in ROUTED_OPS:
+                routed = routed + t
     a, b = rows.size, 2 * rows.size
     kernels = float(np.max(est.kernels))
     cpu = float(issue_s(sc.engine, kernels))            # a graphed step (the grid's decode
@@ -241,4 +265,5 @@ def build(sc: Scenario, *, max_rows: int, max_seqs: int, max_chunk: int,
         overhead_s=sc.engine.cpu_overhead_per_step_s, pp=sc.dep.pp, hop=hop, engine=sc.engine,
         host_seq_s=sc.engine.host_per_seq_s / sc.dep.dp,
         prompt_issue_s=prompt_issue_s(sc.model, sc.engine, sc.attention or sc.engine.attention),
-        piecewise_s=piecewise_prompt_s(sc.model, sc.engine))
+        piecewise_s=piecewise_prompt_s(sc.model, sc.engine),
+        dp=sc.dep.dp, routed_s=routed[:a] if sc.dep.dp > 1 else None)
