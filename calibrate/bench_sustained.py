@@ -12,7 +12,7 @@ This script measures both, and what mixed prompt/decode work and attention see:
 nvidia-smi samples SM clock, power and throttle reasons every 250 ms (read only; no setting is
 touched). Writes $OUT/sustained-<gpu>.json.
 """
-import json, os, subprocess, time, threading
+import json, os, subprocess, sys, time, threading
 import torch
 
 OUT = os.environ.get("OUT", "/tmp")
@@ -76,6 +76,10 @@ def burst_and_sustained(name, f, work, secs):
 
 
 def main():
+    if not torch.cuda.is_available():
+        print("bench_sustained.py: needs a CUDA GPU (it times the card's clock under load)",
+              file=sys.stderr)
+        raise SystemExit(2)
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "secs": SECS, "runs": []}
     stop, smi = threading.Event(), []
     threading.Thread(target=smi_sampler, args=(stop, smi), daemon=True).start()

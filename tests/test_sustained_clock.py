@@ -110,3 +110,18 @@ def test_calibration_points_are_priced_at_the_burst_clock():
     loaded = step_time(sc.model, sc.hw, p, sc.engine, sc.eff, 1, 4096, 0).time_s
     assert got == pytest.approx(float(cold))
     assert float(loaded) > 1.05 * float(cold)    # a 4096-token prompt step is compute-bound
+
+
+def test_the_bench_script_needs_only_torch_and_the_standard_library_and_refuses_a_cpu():
+    import ast
+    import subprocess
+    import sys
+    path = RUN.parents[1] / "bench_sustained.py"
+    mods = {a.name.split(".")[0] for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Import) for a in n.names}
+    mods |= {n.module.split(".")[0] for n in ast.walk(ast.parse(path.read_text()))
+             if isinstance(n, ast.ImportFrom) and n.module}
+    assert mods - set(sys.stdlib_module_names) == {"torch"}
+    r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120,
+                       env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 2 and "needs a CUDA GPU" in r.stderr and "Traceback" not in r.stderr
