@@ -191,6 +191,42 @@ shard (32 experts, gate/up N 4096 K 7168, down N 7168 K 2048), 512 rows per expe
 neither is encoded (docs/fp8_block.md)."""
 
 
+SUSTAINED_CLOCK_FRACTION = 0.85
+"""SM-bound throughput of NVIDIA datacenter Hopper and Blackwell chips under sustained load over
+their burst rate (Efficiency.sustained_clock_fraction). The GEMM, attention and MoE rates above
+were timed in bursts (calibrate/bench_timing.py: a short GPU sleep before each timed batch;
+vLLM/FlashInfer kernel benchmarks: ~100 ms), at the boost clock; a serving engine keeps the
+card busy and its power cap lowers the SM clock.
+- H200 SXM (700 W), calibrate/bench_sustained.py, calibrate/data/sustained-h200-sxm-20261202.json
+  (calibrate/SUSTAINED_NOTES.md): bf16 8192^3 GEMM 782 TFLOP/s burst -> 664 sustained (0.848),
+  fp8 1413 -> 1207 (0.854), bf16 M=4096 784 -> 678 (0.865), causal flash attention 643 -> 542
+  (0.843); prompt GEMMs interleaved with decode GEMMs (80 % of the time) 0.872. nvidia-smi:
+  "SW power cap" active, SM clock 1320-1515 MHz against 1980 MHz in a burst, memory clock 3201
+  MHz throughout; a memory-bound copy streams as fast sustained as in a burst (1.01). The
+  clock falls within 50-100 ms of the first back-to-back GEMM.
+- B200 (1000 W), flashinfer-ai/flashinfer PR #2899 (2026-03): back-to-back FlashAttention-4
+  bf16 prefill, 1450 TFLOP/s at its peak -> 1237 fully throttled (0.853), SM clock 1965 -> ~1580
+  MHz at ~1000 W.
+0.85, the middle of these. Applied to the compute term of every op (tensor and vector units,
+roofline.step_time); memory, link and launch times are unchanged. Other chips: no measurement,
+so their burst rates stand (1.0): the AMD vendor factors already come from end-to-end serving
+comparisons (module docstring), and consumer parts were not measured."""
+
+
+def sustained_clock_fraction(hw: HardwareSpec, eff: Efficiency) -> float:
+    """The SM-bound throughput fraction a step is priced at (Efficiency.sustained_clock_fraction,
+    else SUSTAINED_CLOCK_FRACTION on NVIDIA datacenter Hopper/Blackwell, else 1.0)."""
+    if eff.sustained_clock_fraction is not None:
+        return eff.sustained_clock_fraction
+    return SUSTAINED_CLOCK_FRACTION if hw.id in HOPPER_GPUS | BLACKWELL_DC_GPUS else 1.0
+
+
+def burst(eff: Efficiency) -> Efficiency:
+    """`eff` priced at the burst clock its rates were measured at: what a microbenchmark that
+    idles before each timed batch sees (calibration points, kernel runs)."""
+    return eff.model_copy(update={"sustained_clock_fraction": 1.0})
+
+
 def default_efficiency(hw: HardwareSpec) -> Efficiency:
     """Mid-range defaults for this chip's vendor and memory type (see module docstring)."""
     mem_factor, gemm_max, half_m, attn, kernel_s, link = VENDOR[hw.vendor]

@@ -68,6 +68,13 @@ class Efficiency(Spec):
         default_factory=dict, description="GEMM curves per matmul kind that differ from "
         "gemm_max/gemm_half_m: a compute dtype (fp8, int8, ...) or fp8_block (fp8 with 1x128 "
         "activation and 128x128 weight scales); kinds not listed use gemm_max/gemm_half_m.")
+    sustained_clock_fraction: float | None = Field(
+        default=None, gt=0, le=1,
+        description="SM-bound (compute) throughput under sustained load over that of a burst, "
+                    "the rate at which the efficiencies above were measured: a power cap lowers "
+                    "the SM clock once compute-bound work runs for more than ~0.1 s (memory "
+                    "clock unchanged). 1.0 prices bursts (microbenchmarks); None: the chip's "
+                    "measured value (core/efficiency.py sustained_clock_fraction).")
     source: str = Field(default="", description="Defaults' sources, or the calibration record.")
 
     def __hash__(self) -> int:

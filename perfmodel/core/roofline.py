@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perfmodel.core.act_quant import act_quant_bytes, act_quant_s
+from perfmodel.core.efficiency import sustained_clock_fraction
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.grouped_gemm import expert_depth_factor, grouped_gemm_efficiency
 from perfmodel.core.host_cost import (_kernel_scale, _step_issue_s, eager_step,  # noqa: F401
@@ -142,9 +143,13 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     op_list = rank_ops(m, p, B, T, S, dep, attention=attention or engine.attention,
                        all_logits=all_logits,
                        sparse_heads=sparse_prefill_heads(m, hw, engine, dep))
-    peak = hw.peak_flops_per_s[dtype]
-    half_peak = hw.peak_flops_per_s.get("bf16") or hw.peak_flops_per_s.get("fp16") or peak
-    fp32_peak = hw.peak_flops_per_s.get("fp32", half_peak / HALF_TO_FP32_VECTOR)
+    # SM-bound rates at the clock the card holds under sustained load (core/efficiency.py);
+    # flops_at_peak_s stays on the datasheet peaks
+    clock = sustained_clock_fraction(hw, eff)
+    peaks = {k: v * clock for k, v in hw.peak_flops_per_s.items()}
+    peak = peaks[dtype]
+    half_peak = peaks.get("bf16") or peaks.get("fp16") or peak
+    fp32_peak = peaks.get("fp32", half_peak / HALF_TO_FP32_VECTOR)
     vector_peak = fp32_peak * VECTOR_EFFICIENCY
     bw = hw.memory_bandwidth_bytes_per_s * eff.mem_bw_fraction
     # weight-only formats, and fp8/fp4 weights on a fallback path, are dequantized in-kernel
@@ -180,7 +185,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                 kind = gemm_kind(op_dtype, p.for_group(op.group).weights)
                 kind = "fp32_router" if op.group == "router" and kind == "fp32" else kind
                 gemm_eff[op.group] = eff.for_gemm(kind)
-            compute = _gemm_compute_s(op, hw.peak_flops_per_s[op_dtype], vector_peak, gemm_eff[op.group],
+            compute = _gemm_compute_s(op, peaks[op_dtype], vector_peak, gemm_eff[op.group],
                                       engine, op.quantized and op_dequant,
                                       depth=expert_depth if experts else 1.0,
                                       top_k=m.moe.experts_per_token if experts else 0,
@@ -194,18 +199,18 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                 quant_out = p.for_group(op.group).activations.bytes_per_element
                 k_quant_s = act_quant_s(op.quant_elements, bw, quant_out)
                 quant_bytes = act_quant_bytes(op.quant_elements, quant_out)
-            at_peak = at_peak + c.flops / max(hw.peak_flops_per_s[op_dtype], vector_peak)
+            at_peak = at_peak + c.flops / max(hw.peak_flops_per_s[op_dtype], vector_peak / clock)
         elif op.kind == "attention":
             # softmax attention: the engine's prompt kernels on this chip (attn_compute above)
             e_attn = (attn_compute if op.name != LINEAR_ATTENTION_OP else   # chunked GDN
                       linear_attention_efficiency(m, dep, op.rows, T, eff.attn_compute))
             compute = c.flops / (half_peak * e_attn)
-            at_peak = at_peak + c.flops / half_peak
+            at_peak = at_peak + c.flops / (half_peak / clock)
             memory = (c.kv_read_bytes + c.kv_write_bytes) / (bw * eff.attn_mem) + c.act_bytes / bw
         else:
             act = c.act_bytes * (_elementwise_traffic(engine) if op.kind == "elementwise" else 1.0)
             compute = c.flops / vector_peak
-            at_peak = at_peak + c.flops / fp32_peak
+            at_peak = at_peak + c.flops / (fp32_peak / clock)
             memory = (c.weight_bytes + act) / bw
         # bytes this op actually moves (fused or upcast elementwise chains differ from the list)
         moved = (c.bytes if op.kind != "elementwise" else c.weight_bytes + act) + quant_bytes

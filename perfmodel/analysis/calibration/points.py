@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.core.efficiency import burst
 from perfmodel.core.roofline import step_time
 from perfmodel.core.specs import Efficiency, EngineProfile, HardwareSpec, ModelSpec, Precision
 
@@ -142,6 +143,9 @@ def predict(points: list[Point], m: ModelSpec, hw: HardwareSpec, eff: Efficiency
     group whose engine and efficiency are unchanged is not recomputed (the fit's Jacobian
     moves one parameter at a time, and an engine's parameter moves only its own groups)."""
     out = np.empty(len(points))
+    # the points were timed in bursts (bench_timing: a GPU sleep before each timed batch), at
+    # the boost clock: no sustained-load clock (Efficiency.sustained_clock_fraction)
+    eff = burst(eff)
     groups: dict[tuple[str, str], list[int]] = {}
     for i, p in enumerate(points):
         groups.setdefault((p.engine, p.dtype), []).append(i)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from perfmodel.core.efficiency import default_efficiency
+from perfmodel.core.efficiency import default_efficiency, sustained_clock_fraction
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.hardware import list_gpus
 from perfmodel.core.units import MiB, MS, US
@@ -61,6 +61,8 @@ _EFF_COLUMNS = (("memory bw", "mem_bw_fraction", 1.0), ("GEMM max", "gemm_max", 
                 ("attention compute", "attn_compute", 1.0), ("attention KV read", "attn_mem", 1.0),
                 ("kernel (us)", "kernel_s", 1 / US), ("link", "link_fraction", 1.0))
 
+SUSTAINED_COLUMN = "compute clock under load (x burst)"   # core/efficiency.sustained_clock_fraction
+
 
 def efficiency_table() -> dict[str, list]:
     """One row per vendor, memory type and set of default efficiencies (cards of one memory
@@ -68,15 +70,17 @@ def efficiency_table() -> dict[str, list]:
     seen: dict[tuple, list[str]] = {}
     for hw in list_gpus():
         e = default_efficiency(hw)
-        vals = tuple(getattr(e, f) * scale for _, f, scale in _EFF_COLUMNS)
+        vals = (tuple(getattr(e, f) * scale for _, f, scale in _EFF_COLUMNS)
+                + (sustained_clock_fraction(hw, e),))
         seen.setdefault((hw.vendor, hw.memory_type, vals), []).append(hw.id)
     cols: dict[str, list] = {k: [] for k in ("vendor", "memory", "cards")}
     cols.update({name: [] for name, _, _ in _EFF_COLUMNS})
+    cols[SUSTAINED_COLUMN] = []
     for (vendor, mem, vals), ids in sorted(seen.items()):
         cols["vendor"].append(vendor)
         cols["memory"].append(mem)
         cols["cards"].append(", ".join(ids))
-        for (name, _, _), v in zip(_EFF_COLUMNS, vals):
+        for name, v in zip([n for n, _, _ in _EFF_COLUMNS] + [SUSTAINED_COLUMN], vals):
             cols[name].append(v)
     return cols
 
