@@ -12,6 +12,7 @@ import copy
 
 import numpy as np
 
+from perfmodel.core.efficiency import burst
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.roofline import step_time
@@ -109,7 +110,8 @@ def e2e_records(eff, engines, prefill, jitter) -> list[dict]:
         pts = [("decode", b, s, 1) for b, s in DECODE]
         pts += [("prefill", b, 0, t) for b, t in PREFILL] if prefill else []
         for phase, B, S, T in pts:
-            t = float(step_time(m, hw, Precision.of("bf16"), eng, eff, B, T, S).time_s)
+            # timed like bench.py's records: in bursts, at the boost clock
+            t = float(step_time(m, hw, Precision.of("bf16"), eng, burst(eff), B, T, S).time_s)
             recs.append({"model": SHAPE, "mode": MODES[eid], "dtype": "bf16", "phase": phase,
                          "batch": B, "context": S, "prompt": T if phase == "prefill" else None,
                          "new_tokens": T, "seconds": jitter(t), "kernels": kernels})

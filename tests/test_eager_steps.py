@@ -147,10 +147,11 @@ def test_a_decode_batch_past_the_graphs_pays_the_eager_issue():
     eager = kernels * sc.engine.eager_launch_s
     assert issue[1] == pytest.approx(eager)                             # 257: ~391 x 26 us
     t = np.asarray(est.time_s)
-    assert t[1] - t[0] > 0.5 * eager                # host-bound: most of the 10 ms is exposed
     gpu = np.asarray(est.gpu_s)
-    # an eager decode step keeps the max (the series rule is measured on prompt steps only)
     host = 257 * sc.engine.host_per_seq_s
+    # the eager issue is exposed beyond what the replayed 256-row step's GPU time covers
+    assert t[1] - t[0] >= eager + host - gpu[0] - 1e-9 and t[1] - t[0] > 0.25 * eager
+    # an eager decode step keeps the max (the series rule is measured on prompt steps only)
     assert t[1] == pytest.approx(max(gpu[1], eager + host) + sc.engine.cpu_overhead_per_step_s)
 
 
@@ -161,7 +162,10 @@ def test_the_decode_fast_path_sees_the_same_graph_limit():
         run = cost.decode_run_s(d, 1000.0, 3)
         each = [cost.step_s(d, d * (1000.0 + j)) for j in range(3)]
         assert run == pytest.approx(each, rel=1e-9)
-    assert cost.step_s(257, 257e3) - cost.step_s(256, 256e3) > 5e-3
+    # past the captured batches the ~391 kernels are issued eagerly (~10 ms at 26 us each, the
+    # test above), partly hidden behind the GPU's ~11 ms
+    eager = 391 * sc.engine.eager_launch_s
+    assert cost.step_s(257, 257e3) - cost.step_s(256, 256e3) > 0.25 * eager
 
 
 def test_the_steady_state_curve_prices_prefill_off_the_graphs_too():

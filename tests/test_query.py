@@ -165,7 +165,9 @@ def test_efficiency_fractions_are_named_as_fractions_and_old_keys_still_load(tmp
     assert old.model_dump(exclude={"source"}) == {**new, "gemm_half_m": 16.0, "gemm_by_dtype": {},
                                                   "grouped_kernel_fraction": 0.465,
                                                   "grouped_gemm_max": None,
-                                                  "attn_compute_fa2": None}
+                                                  "attn_compute_fa2": None,
+                                                  # and the card's own sustained-load clock
+                                                  "sustained_clock_fraction": None}
     # a copy under an old name changes the renamed field, never silently nothing
     assert old.model_copy(update={"mem_bw": 0.5}).mem_bw_fraction == 0.5
 

@@ -73,13 +73,17 @@ def test_requests_already_queued_when_the_engine_idles_are_drained_together():
 @given(n=st.integers(2, 10), prompt=st.integers(16, 1500), out=st.integers(2, 30))
 def test_only_the_first_prompt_of_an_idle_wave_is_alone(n, prompt, out):
     """A closed-loop wave of n equal requests: exactly one first token at the end of the lone
-    prompt step; the mean TTFT is never below the drained wave's; epochs give the same trace."""
+    prompt step; the lone request is served no later, and the last of its wave no earlier, than
+    the drained wave (a prompt step's cost grows with its prompts and is subadditive); epochs
+    give the same trace. (The mean is not ordered: with step cost a + b x prompts the split
+    wave's mean exceeds the drained one's by (n - 1)(a - b) / n, negative when b > a.)"""
     req = _wave(n, prompt, out, total=2 * n)
     got = simulate(COST, req, _pol(True))
     lone = SEEN_S + COST.step_s(0, 0.0, [prompt], [0.0], finishing=1)
     assert np.count_nonzero(np.isclose(got.first_s[:n], lone, rtol=1e-9)) == 1
     base = simulate(COST, req, _pol(False))
-    assert np.mean(got.first_s - got.send_s) >= np.mean(base.first_s - base.send_s) * (1 - 1e-9)
+    assert np.min(got.first_s[:n]) <= base.first_s[0] * (1 + 1e-9)
+    assert np.max(got.first_s[:n]) >= base.first_s[0] * (1 - 1e-9)
     slow = simulate(COST, req, _pol(True), epochs=False)
     assert got.first_s == pytest.approx(slow.first_s, rel=1e-9)
     assert np.all(np.isfinite(got.finish_s))
