@@ -5,6 +5,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+# One OpenMP thread for torch here and in the calibrate/ benches the tests start as
+# subprocesses: on a loaded 2-core machine multi-threaded CPU ops jump from ms to seconds
+# (OpenMP barriers spinning while another process holds the core; see
+# test_calibrate_pipeline.py). Set before anything imports torch; an explicit value is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
