@@ -26,3 +26,22 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _scan_streamlit_components_once():
+    """Every AppTest scans the metadata of all installed distributions for Streamlit v2
+    components (~0.85 s a test here); the installed set does not change during a session, so
+    the scan runs once. Only where a collected test module already imported streamlit."""
+    if "streamlit" not in sys.modules:
+        yield
+        return
+    import functools
+
+    from streamlit.components.v2 import manifest_scanner
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(manifest_scanner, "scan_component_manifests",
+               functools.cache(manifest_scanner.scan_component_manifests))
+    yield
+    mp.undo()
