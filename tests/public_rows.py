@@ -2,12 +2,21 @@
 data/public_measurements.csv) and the report over the shipped table (the module-scoped `report`
 fixture)."""
 
+import functools
+
 import pytest
 
 from perfmodel.analysis.validation.run import DEFAULT_TABLE, validate
 
 @pytest.fixture(scope="module")
 def report():
+    return _shipped_report()
+
+
+@functools.cache
+def _shipped_report():
+    """One validate() of the shipped table per session: test_validate.py and
+    test_validate_cli.py each import the fixture, and only read the report."""
     return validate(data=[DEFAULT_TABLE], profiles=[])
 
 

@@ -2,6 +2,8 @@
 column of the public table (`row`), its mapping (`map_row`), and the whole-file report of the
 steady-state predictor (the module-scoped `report` fixture)."""
 
+import functools
+
 import pytest
 
 from perfmodel.analysis.validation.serving_map import Capabilities, map_serving_row
@@ -10,6 +12,14 @@ from perfmodel.analysis.validation.serving_table import rows_from_dicts
 
 @pytest.fixture(scope="module")
 def report():
+    return _shipped_report()
+
+
+@functools.cache
+def _shipped_report():
+    """One steady-state validate_serving() of the shipped file per session:
+    test_validate_serving.py and test_validate_serving_cli.py each import the fixture, and
+    only read the report."""
     return validate_serving([DEFAULT_SERVING], predictor="steady")
 
 

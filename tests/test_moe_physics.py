@@ -1,6 +1,5 @@
 """MoE and MLA physics: expert-parallel load imbalance, routing kernels, MLA forms."""
 
-import itertools
 import math
 
 import numpy as np
@@ -34,10 +33,21 @@ def _exact_max_load_one_token(num_experts: int, k: int, ep: int) -> float:
     g = num_experts // ep
     total = math.comb(num_experts, k)
     acc = 0.0
-    for split in itertools.product(range(min(g, k) + 1), repeat=ep):
-        if sum(split) == k:
-            acc += max(split) * math.prod(math.comb(g, c) for c in split) / total
+    for split in _splits(k, ep, min(g, k)):
+        acc += max(split) * math.prod(math.comb(g, c) for c in split) / total
     return acc
+
+
+def _splits(k: int, parts: int, cap: int):
+    """Every tuple of `parts` counts in 0..cap that sum to k (the tuples of
+    itertools.product(range(cap + 1), repeat=parts) with sum k, without the other cap^parts)."""
+    if parts == 1:
+        if k <= cap:
+            yield (k,)
+        return
+    for c in range(min(cap, k) + 1):
+        for rest in _splits(k - c, parts - 1, cap):
+            yield (c, *rest)
 
 
 def test_max_expert_load_mixtral_ep2_one_token_is_40_over_28():
