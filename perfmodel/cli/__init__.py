@@ -1,7 +1,9 @@
 """`perfmodel ...`: argument parsing and formatting only. Every number comes from the model.
 
 Each command lives in its own module with `register(subparsers)`; errors a user can cause
-(PerfModelError, pydantic validation) become one line on stderr and exit code 2.
+(PerfModelError, pydantic validation) become one line on stderr and exit code 2. Only the module
+of the command being run is imported: the others are listed by name and help (HELP), enough for
+`perfmodel --help` and a usage error, so start-up does not pay for every command's imports.
 """
 
 from __future__ import annotations
@@ -11,22 +13,55 @@ import importlib
 import os
 import sys
 
-import numpy as np
-from pydantic import ValidationError
+# command modules and the commands each registers, in the order `perfmodel --help` lists them
+REGISTRY = {"catalog": ("models", "gpus"), "memory": ("memory",), "predict": ("predict",),
+            "sweep": ("sweep",), "serve": ("serve",), "spec": ("spec",), "size": ("size",),
+            "claim": ("claim", "attribute"), "validate": ("validate",),
+            "calibrate": ("calibrate",), "endpoint": ("bench-endpoint",),
+            "serve_disagg": ("serve-disagg",)}
+COMMANDS = list(REGISTRY)
 
-from perfmodel.core.errors import PerfModelError, pydantic_message
+HELP = {
+    "models": "list the built-in model architectures",
+    "gpus": "list the accelerators in the hardware database",
+    "memory": "weights, KV cache, activations, fits, max batch/context",
+    "predict": "request latency and throughput of one configuration",
+    "sweep": "evaluate the cross product of lists (CSV or JSON)",
+    "serve": "simulate a serving benchmark on the engine's scheduler "
+             "(TTFT/TPOT/ITL percentiles, throughput, goodput)",
+    "spec": "speculative decoding: speed-up vs plain decoding at a batch",
+    "size": "cheapest GPU deployments for a request rate and latency targets",
+    "claim": "check a claimed speed-up, or run a seed document preset",
+    "attribute": "split the ratio between two scenarios over levers",
+    "validate": "accuracy against published and own measurements",
+    "calibrate": "benchmark this machine and fit a calibrated profile",
+    "bench-endpoint": "load-test a live OpenAI-compatible server (seed 003's recipe)",
+    "serve-disagg": "simulate disaggregated prefill/decode serving "
+                    "(TTFT/TPOT percentiles per concurrency)",
+}
+"""Each command's one-line help: the modules register with it, and it lists a command whose
+module is not imported."""
 
-# command modules, in the order `perfmodel --help` lists them
-COMMANDS = ["catalog", "memory", "predict", "sweep", "serve", "spec", "size", "claim", "validate",
-            "calibrate", "endpoint", "serve_disagg"]
+
+class _Unloaded(Exception):
+    """A command listed by name only was chosen after all: build the whole parser."""
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2."""
 
+    def __init__(self, *args, listed_only: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._listed_only = listed_only
+
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"{self.prog}: error: {one_line(message)}\n")
         raise SystemExit(2)
+
+    def parse_known_args(self, args=None, namespace=None):
+        if self._listed_only:  # never reached when build_parser read argv's command right
+            raise _Unloaded
+        return super().parse_known_args(args, namespace)
 
 
 def one_line(message: str) -> str:
@@ -36,20 +71,37 @@ def one_line(message: str) -> str:
                    for c in message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given argv, only the module of the command argv names registers its
+    arguments (argparse takes the first argument not starting with '-' as the command: the
+    top level has no option taking a value), every other command is listed by name and help."""
+    chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
     parser = _Parser(prog="perfmodel", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMANDS:
-        importlib.import_module(f"perfmodel.cli.{name}").register(sub)
+    for module, names in REGISTRY.items():
+        if chosen is None or chosen in names:
+            importlib.import_module(f"perfmodel.cli.{module}").register(sub)
+        else:
+            for name in names:
+                sub.add_parser(name, help=HELP[name], listed_only=True)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = parser.parse_args(argv)
+        try:
+            args = build_parser(argv).parse_args(argv)
+        except _Unloaded:
+            args = build_parser().parse_args(argv)
     except SystemExit as exc:  # usage errors (exit 2) and --help (exit 0)
         return int(exc.code or 0)
+    # imported by every command's module already: here they cost nothing, and `--help` or a
+    # usage error never pays for them
+    import numpy as np
+    from pydantic import ValidationError
+
+    from perfmodel.core.errors import PerfModelError, pydantic_message
     try:
         with np.errstate(all="ignore"):  # results are checked (errors.require_finite), not warned
             return int(args.func(args) or 0)

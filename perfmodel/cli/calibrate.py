@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from perfmodel.cli import HELP
 from perfmodel.analysis.calibration import FitReport, fit_profile, read_raw
 from perfmodel.analysis.calibration.report import summary_rows
 from perfmodel.cli.common import print_json, print_table
@@ -30,7 +31,7 @@ PREFERRED_ENGINES = ("torch-graph", "torch-compile", "torch-eager", "hf-eager")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("calibrate", help="benchmark this machine and fit a calibrated profile",
+    p = sub.add_parser("calibrate", help=HELP["calibrate"],
                        description=__doc__.split("\n\n")[0])
     csub = p.add_subparsers(dest="calibrate_command", required=True, parser_class=type(p))
     for add in SUBCOMMANDS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from perfmodel.cli import HELP
 from perfmodel.core import units
 from perfmodel.cli.common import print_json, print_table
 from perfmodel.core.hardware import list_gpus, load_gpu
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_models(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("models", help="list the built-in model architectures",
+    p = sub.add_parser("models", help=HELP["models"],
                        description="List the built-in model catalog: shapes, attention kind, "
                                    "MoE experts, total and active parameters (params.py), context.")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -80,7 +81,7 @@ def _model_row(r: dict[str, Any]) -> dict[str, Any]:
 
 def _register_gpus(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "gpus", help="list the accelerators in the hardware database",
+        "gpus", help=HELP["gpus"],
         description="List accelerators: dense datasheet peaks, memory, bandwidth, power, "
                     "price. Cards in --hardware-dir or $PERFMODEL_HARDWARE_DIR override "
                     "built-in cards with the same id.")

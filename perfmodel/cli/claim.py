@@ -4,6 +4,7 @@ every number comes from perfmodel.analysis.claims."""
 
 from __future__ import annotations
 
+from perfmodel.cli import HELP
 from perfmodel.analysis.claims.attribute import attribute, check_pair
 from perfmodel.analysis.claims.explain import MAX_LEVERS, MAX_SEARCH_LEVERS, explain, parse_claim
 from perfmodel.analysis.claims.inverse import ASSUMPTIONS, solve
@@ -16,7 +17,7 @@ DEFAULT_METRIC = "decode_tok_s_per_user"
 
 
 def register(sub) -> None:
-    p = sub.add_parser("claim", help="check a claimed speed-up, or run a seed document preset")
+    p = sub.add_parser("claim", help=HELP["claim"])
     p.add_argument("--preset", default=None, help="built-in preset id (see --list-presets)")
     p.add_argument("--list-presets", action="store_true", help="list the presets and exit")
     p.add_argument("--no-search", action="store_true",
@@ -36,7 +37,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_claim)
 
-    a = sub.add_parser("attribute", help="split the ratio between two scenarios over levers")
+    a = sub.add_parser("attribute", help=HELP["attribute"])
     a.add_argument("--from", dest="baseline", required=True, help="baseline scenario YAML/JSON")
     a.add_argument("--to", dest="improved", required=True, help="improved scenario YAML/JSON")
     a.add_argument("--metric", choices=list(METRICS), default=None,

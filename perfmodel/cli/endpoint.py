@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from perfmodel.cli import HELP
 from perfmodel.cli.common import (add_query_args, int_list, positive_float, positive_int, print_json,
                                   print_table, to_jsonable)
 from perfmodel.analysis.endpoint import BenchmarkRun, EndpointConfig, PredictSpec, run_benchmark
@@ -40,7 +41,7 @@ bounds:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "bench-endpoint", help="load-test a live OpenAI-compatible server (seed 003's recipe)",
+        "bench-endpoint", help=HELP["bench-endpoint"],
         description=("Stream requests to an OpenAI-compatible server at each concurrency level and "
                      "record TTFT, TPOT, E2E, throughput, the knee of the curve and the experiment "
                      "record. Prompt lengths are approximate (one word per token) unless the "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from perfmodel.cli import HELP
 from perfmodel import api
 from perfmodel.cli.common import add_query_args, positive_int, print_json, print_table
 from perfmodel.core.engines import ENGINES
@@ -20,7 +21,7 @@ def add_target_args(p, *, engine_default: str = "vllm") -> None:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("memory", help="weights, KV cache, activations, fits, max batch/context")
+    p = sub.add_parser("memory", help=HELP["memory"])
     add_target_args(p)
     add_query_args(p, ("ep", "dp"))
     p.add_argument("--batch", type=positive_int, required=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from perfmodel.cli import HELP
 from perfmodel import api
 from perfmodel.cli.common import (add_query_args, print_json, print_notes, print_table,
                                   query_from_args)
@@ -16,7 +17,7 @@ WORKLOAD_FIELDS = ("activations", "batch", "prompt_tokens", "output_tokens", "co
 
 
 def register(sub) -> None:
-    p = sub.add_parser("predict", help="request latency and throughput of one configuration")
+    p = sub.add_parser("predict", help=HELP["predict"])
     add_target_args(p)
     add_query_args(p, WORKLOAD_FIELDS, required=("batch", "prompt_tokens", "output_tokens"))
     p.set_defaults(func=run)

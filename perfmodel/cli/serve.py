@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from perfmodel.cli import HELP
 from perfmodel import api
 from perfmodel.cli.common import (add_query_args, int_list, positive_float, print_json,
                                   print_notes, print_table, query_from_args)
@@ -29,8 +30,7 @@ SERVE_FIELDS = ("activations", "ep", "dp", "nodes", "profile", "prompt_tokens", 
 
 
 def register(sub) -> None:
-    p = sub.add_parser("serve", help="simulate a serving benchmark on the engine's scheduler "
-                       "(TTFT/TPOT/ITL percentiles, throughput, goodput)")
+    p = sub.add_parser("serve", help=HELP["serve"])
     add_target_args(p)
     add_query_args(p, SERVE_FIELDS, defaults={"prompt_tokens": None, "output_tokens": None})
     load = p.add_mutually_exclusive_group(required=True)

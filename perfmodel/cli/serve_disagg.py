@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from perfmodel.cli import HELP
 from perfmodel import api
 from perfmodel.cli.common import int_list, positive_float, positive_int, print_json, print_table
 from perfmodel.core.engines import ENGINES
@@ -41,8 +42,7 @@ def add_disagg_args(p) -> None:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("serve-disagg", help="simulate disaggregated prefill/decode serving "
-                       "(TTFT/TPOT percentiles per concurrency)")
+    p = sub.add_parser("serve-disagg", help=HELP["serve-disagg"])
     p.add_argument("--model", required=True, help="catalog id, HF repo id, or path to config.json")
     p.add_argument("--gpu", required=True, help="hardware_db id or a YAML path")
     p.add_argument("--weights", default="bf16", help="fp32, bf16, fp16, fp8, int8, int4[-gN], fp4")

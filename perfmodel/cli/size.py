@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from perfmodel.cli import HELP
 from perfmodel.analysis import sizing, sizing_disagg
 from perfmodel.cli.common import (add_query_args, int_list, nonneg_float, positive_float,
                                   positive_int, print_json, print_table, str_list)
@@ -28,8 +29,7 @@ def price_pair(text: str) -> dict[str, float]:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("size", help="cheapest GPU deployments for a request rate and latency "
-                       "targets")
+    p = sub.add_parser("size", help=HELP["size"])
     p.add_argument("--model", required=True, help="catalog id, HF repo id, or path to config.json")
     p.add_argument("--rate", type=nonneg_float, required=True, help="requests per second")
     add_query_args(p, ("prompt_tokens", "output_tokens", "ttft_slo_s", "tpot_slo_s"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from perfmodel.cli import HELP
 from perfmodel.cli.common import (nonneg_int, positive_float, positive_int, print_json,
                                   print_notes, print_table)
 from perfmodel.cli.memory import add_target_args
@@ -23,7 +24,7 @@ def _number(text: str) -> float:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("spec", help="speculative decoding: speed-up vs plain decoding at a batch")
+    p = sub.add_parser("spec", help=HELP["spec"])
     add_target_args(p)
     p.add_argument("--method", required=True, choices=METHODS,
                    help="draft model, EAGLE(-3) head, Medusa heads, n-gram lookup, MTP module")

@@ -7,12 +7,13 @@ import io
 import json
 import sys
 
+from perfmodel.cli import HELP
 from perfmodel.cli.common import int_list, str_list
 from perfmodel.analysis.sweep import SweepSpec, sweep_rows
 
 
 def register(sub) -> None:
-    p = sub.add_parser("sweep", help="evaluate the cross product of lists (CSV or JSON)")
+    p = sub.add_parser("sweep", help=HELP["sweep"])
     p.add_argument("--model", type=str_list, required=True, help="comma-separated ids")
     p.add_argument("--gpu", type=str_list, required=True)
     p.add_argument("--weights", type=str_list, default=["bf16"])

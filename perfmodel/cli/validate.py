@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfmodel.cli import HELP
 from perfmodel.cli.common import print_json, print_table
 from perfmodel.core.errors import PerfModelError
 from perfmodel.analysis.validation.run import ROOT, fit_intervals, validate
@@ -13,7 +14,7 @@ from perfmodel.analysis.validation.serving_predict import docs_predictor
 
 
 def register(sub) -> None:
-    p = sub.add_parser("validate", help="accuracy against published and own measurements")
+    p = sub.add_parser("validate", help=HELP["validate"])
     p.add_argument("--data", action="append", default=None, metavar="FILE",
                    help="measurement table (.csv with the columns of data/public_measurements.csv) "
                         "or calibrate/bench.py raw result (.json); repeatable "
