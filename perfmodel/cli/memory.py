@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from perfmodel.cli import HELP
-from perfmodel import api
 from perfmodel.cli.common import add_query_args, positive_int, print_json, print_table
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.units import GB, fmt_bytes
+
+# the model (perfmodel.api and what it imports) is imported by run: `--help` and a usage error
+# do not pay for it
 
 
 TARGET_FIELDS = ("model", "gpu", "weights", "kv", "engine", "tp", "pp", "hardware_dir")
@@ -30,6 +32,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from perfmodel import api
     est = api.memory(args.model, args.gpu, weights=args.weights, kv=args.kv, batch=args.batch,
                      context=args.context, tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp,
                      engine=args.engine,

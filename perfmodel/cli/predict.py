@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from perfmodel.cli import HELP
-from perfmodel import api
 from perfmodel.cli.common import (add_query_args, print_json, print_notes, print_table,
                                   query_from_args)
 from perfmodel.cli.memory import TARGET_FIELDS, add_target_args
-from perfmodel.core.profile import load_profile
 from perfmodel.core.units import GB, ms
-from perfmodel.analysis.validation.intervals import request_intervals
 
+# the model (perfmodel.api and what it imports) and the validation residuals are imported by
+# run: `--help` and a usage error do not pay for them
 
 WORKLOAD_FIELDS = ("activations", "batch", "prompt_tokens", "output_tokens", "context_tokens",
                    "new_tokens", "attention", "ep", "dp", "nodes", "profile")
@@ -24,6 +23,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from perfmodel import api
+    from perfmodel.analysis.validation.intervals import request_intervals
+    from perfmodel.core.profile import load_profile
     r = api.request_estimate(api.evaluate(query_from_args(args, TARGET_FIELDS + WORKLOAD_FIELDS)))
     calibrated = args.profile is not None and load_profile(args.profile).gpu == r.gpu
     intervals = request_intervals(r.model_dump(), r.engine, calibrated)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 
 from perfmodel.cli import HELP
-from perfmodel import api
 from perfmodel.cli.common import (add_query_args, int_list, positive_float, print_json,
                                   print_notes, print_table, query_from_args)
 from perfmodel.cli.serve_disagg import add_disagg_args, run_disagg
@@ -14,6 +13,9 @@ from perfmodel.cli.memory import TARGET_FIELDS, add_target_args
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.query import field_help
 from perfmodel.core.units import ms
+
+# the model (perfmodel.api and what it imports) is imported by run: `--help` and a usage error
+# do not pay for it
 
 
 def float_list(text: str) -> list[float]:
@@ -58,6 +60,7 @@ def run(args) -> int:
         return run_disagg(args)
     if args.trace is None and (args.prompt_tokens is None or args.output_tokens is None):
         raise PerfModelError("--prompt-tokens and --output-tokens are required without --trace")
+    from perfmodel import api
     q = query_from_args(args, TARGET_FIELDS + SERVE_FIELDS + ("trace",))
     r = api.serve(q, concurrencies=args.concurrency, rate_rps=args.rate_rps,
                   timeline=args.timeline)

@@ -10,11 +10,13 @@ import argparse
 import math
 
 from perfmodel.cli import HELP
-from perfmodel import api
 from perfmodel.cli.common import int_list, positive_float, positive_int, print_json, print_table
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.units import ms
+
+# the model (perfmodel.api and what it imports) is imported by run: `--help` and a usage error
+# do not pay for it
 
 
 def _rates(text: str) -> list[float]:
@@ -87,6 +89,7 @@ def run_disagg(args) -> int:
     extra = {k: getattr(args, k) for k in ("activations", "range_ratio", "prefix_hit",
                                            "burstiness", "ttft_slo_s", "tpot_slo_s")
              if getattr(args, k, None) is not None}
+    from perfmodel import api
     r = api.serve_disagg(args.model, args.gpu, prefill=pools["prefill"], decode=pools["decode"],
                          weights=args.weights, kv=args.kv, engine=args.engine,
                          profile=args.profile, prompt_tokens=prompt, output_tokens=output,

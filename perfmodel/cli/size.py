@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 
 from perfmodel.cli import HELP
-from perfmodel.analysis import sizing, sizing_disagg
 from perfmodel.cli.common import (add_query_args, int_list, nonneg_float, positive_float,
                                   positive_int, print_json, print_table, str_list)
 from perfmodel.core.errors import PerfModelError
-from perfmodel.core.hardware import load_gpu
-from perfmodel.core.topology import node_gpus
 from perfmodel.core.units import ms
+
+# The search (analysis/sizing*.py, the simulator, the hardware database) is imported by the
+# functions that run it: `perfmodel size --help` and a usage error do not pay for it.
 
 
 def price_pair(text: str) -> dict[str, float]:
@@ -66,10 +66,13 @@ def _max_gpus(args) -> int:
     if not args.gpus or len(args.gpus) != 1:
         raise PerfModelError("--nodes needs exactly one GPU in --gpus (servers hold a "
                              "different number of GPUs per accelerator)")
+    from perfmodel.core.hardware import load_gpu
+    from perfmodel.core.topology import node_gpus
     return args.nodes * node_gpus(load_gpu(args.gpus[0], args.hardware_dir))
 
 
 def run(args) -> int:
+    from perfmodel.analysis import sizing
     args.max_gpus = _max_gpus(args)
     prices: dict[str, float] = {}
     for d in args.price or []:
@@ -106,6 +109,7 @@ def run(args) -> int:
 def _disagg(args):
     if not args.gpus or len(args.gpus) != 1:
         raise PerfModelError("--disagg searches one GPU type: give exactly one --gpus id")
+    from perfmodel.analysis import sizing_disagg
     prec = (args.precisions or ["bf16"])[0]
     weights, _, kv = prec.partition("/")
     return sizing_disagg.size_disagg(
