@@ -12,16 +12,19 @@
    included), over the 5 s target.
 3. Small levels (4 requests each) against a per-step loop pricing every step by its own
    op-list evaluation (the step-cost surface's own speed-up).
+4. Start-up: `perfmodel --help`, `perfmodel size --help` and a usage error as fresh processes
+   (absolute times: run it on two checkouts back to back to compare them).
 Times are the best of REPEATS runs (a shared machine: the ratios, measured in one run, are
-the stable figures).
+the stable figures). Name sections to run only those (default: all).
 
-    python benchmarks/bench_serve.py
+    python benchmarks/bench_serve.py [curves] [size] [naive] [startup]
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import resource
 import subprocess
 import sys
 import time
@@ -51,6 +54,8 @@ SIZE_REQUEST = dict(model="llama-3.1-70b", rate_rps=10.0, prompt=1000, output=30
                     ttft_slo_s=1.0, tpot_slo_s=0.05)
 SIZE_ARGV = ["size", "--model", "llama-3.1-70b", "--rate", "10", "--prompt-tokens", "1000",
              "--output-tokens", "300", "--ttft-slo-s", "1", "--tpot-slo-s", "0.05"]
+STARTUP_ARGV = [["--help"], ["size", "--help"], SIZE_ARGV[:3]]   # the last: a usage error
+STARTUP_REPEATS = 5
 NAIVE_LEVELS = [2, 4, 8, 16]
 NAIVE_REQUESTS = 4
 REPEATS = 2
@@ -102,13 +107,11 @@ def size_search() -> None:
     fast_s, res = best_of(lambda: sizing.size(**SIZE_REQUEST))
     with general_loop_only():
         slow_s, _ = best_of(lambda: sizing.size(**SIZE_REQUEST))
-    t0 = time.perf_counter()
-    rc = subprocess.run([sys.executable, "-m", "perfmodel", *SIZE_ARGV], capture_output=True).returncode
-    cli_s = time.perf_counter() - t0
+    cli_s, rc, cli_cpu_s = min(command_s(SIZE_ARGV) for _ in range(REPEATS))
     print(f"   sizing.size: {fast_s:.3f} s (general loop only {slow_s:.3f} s), "
           f"{res.evaluated} replica shapes; /target {fast_s / SIZE_TARGET_S:.2f}")
     print(f"   `perfmodel size` command (a fresh process, imports included): {cli_s:.2f} s "
-          f"(exit {rc}); /target {cli_s / SIZE_TARGET_S:.2f}")
+          f"(CPU {cli_cpu_s:.2f} s, exit {rc}); /target {cli_s / SIZE_TARGET_S:.2f}")
 
 
 class NaiveCost:
@@ -166,10 +169,33 @@ def naive() -> None:
           f"within {worst:.2%})")
 
 
+def _child_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def command_s(argv: list[str]) -> tuple[float, int, float]:
+    """Wall time of `python -m perfmodel ARGV` as a fresh process, its exit code and its CPU
+    time (user + system: less sensitive than wall time to the neighbours on a shared machine)."""
+    cpu0, t0 = _child_cpu_s(), time.perf_counter()
+    rc = subprocess.run([sys.executable, "-m", "perfmodel", *argv], capture_output=True).returncode
+    return time.perf_counter() - t0, rc, _child_cpu_s() - cpu0
+
+
+def startup() -> None:
+    print(f"4. start-up, fresh processes (best of {STARTUP_REPEATS}: wall, CPU)")
+    for argv in STARTUP_ARGV:
+        runs = [command_s(argv) for _ in range(STARTUP_REPEATS)]
+        print(f"   perfmodel {' '.join(argv):34s} {min(r[0] for r in runs):.3f} s, "
+              f"CPU {min(r[2] for r in runs):.3f} s (exit {runs[0][1]})")
+
+
+SECTIONS = {"curves": curves, "size": size_search, "naive": naive, "startup": startup}
+
+
 def main() -> None:
-    curves()
-    size_search()
-    naive()
+    for name in sys.argv[1:] or SECTIONS:
+        SECTIONS[name]()
 
 
 if __name__ == "__main__":
