@@ -73,8 +73,10 @@ def one_line(message: str) -> str:
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser; given argv, only the module of the command argv names registers its
-    arguments (argparse takes the first argument not starting with '-' as the command: the
-    top level has no option taking a value), every other command is listed by name and help."""
+    arguments and every other command is listed by name and help. The command is the first
+    argument not starting with '-': the top level has no option taking a value, and a dash
+    argument argparse reads as the command ('-5', '--') names none. A listed-only command
+    entered anyway raises _Unloaded, and main builds the whole parser."""
     chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
     parser = _Parser(prog="perfmodel", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
