@@ -166,6 +166,7 @@ def test_efficiency_fractions_are_named_as_fractions_and_old_keys_still_load(tmp
                                                   "grouped_kernel_fraction": 0.465,
                                                   "grouped_gemm_max": None,
                                                   "attn_compute_fa2": None,
+                                                  "linear_attn_chunk_max": None,
                                                   # and the card's own sustained-load clock
                                                   "sustained_clock_fraction": None}
     # a copy under an old name changes the renamed field, never silently nothing

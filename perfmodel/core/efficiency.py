@@ -41,7 +41,9 @@ of the validation table):
 from __future__ import annotations
 
 from perfmodel.core.efficiency_spec import HOPPER_GROUPED_KERNEL_FRACTION
+from perfmodel.core.ops_linear import GDN_CHUNK_EFF_MAX
 from perfmodel.core.specs import Efficiency, GemmCurve, HardwareSpec
+from perfmodel.core.units import TERA
 
 # achieved / peak streaming bandwidth by memory technology
 MEM_BW_BY_MEMORY = {
@@ -157,6 +159,31 @@ Cross-check against the native (tcgen05) kernels the vendor default attn_compute
 TRT-LLM-gen prefill attention ran 2.3-3.3x faster than FlashInfer's native prefill in vLLM's
 B200 kernel benchmark (vllm-project/vllm PR #25998, speedup_% 0.57-0.70), i.e. at 0.36-0.51."""
 
+# The chunked Gated DeltaNet prompt kernels (flash-linear-attention's Triton
+# chunk_gated_delta_rule, which SGLang and vLLM vendor and run for prompts on sm100 until their
+# FlashInfer/CuTe DSL paths) take the same time on a B200 as on the H200, where the time fit of
+# core/ops_linear.py was measured: flashinfer-ai/flashinfer PR #3001 (2026-04, B200, FLA 0.4.2,
+# Triton 3.5.1, Qwen3.5-397B heads) times FLA's chunk_gated_delta_rule_fwd at 338 us (TP8, 2 key
+# / 8 value heads) and 424 us (TP4, 4 / 16) for one 8192-token prompt; the same function in
+# calibrate/data/gdn-prefill-h200-sxm-20261202.json ("core") takes 345 / 442 us on one H200.
+# The kernels are scan- and latency-bound (a sequential pass over 64-token chunks, a grid of
+# sequences x heads), so the 2.3x larger tensor-core peak does not shorten them. The same table
+# on one GB200 (vllm-project/vllm PR #40717): 438 / 414 us. Only the 8192-token rows are used:
+# the shorter ones sit on a ~0.21 ms (B200) / ~0.36 ms (GB200) floor at every size, which is
+# the host issuing the launches of back-to-back eager calls (event timing, no CUDA graph:
+# benchmarks/bench_blackwell_gdn_prefill.py), already priced as GDN_PREFILL_ISSUE_S.
+H200_BF16_PEAK_FLOPS = 989.4 * TERA       # hardware_db/h200-sxm.yaml, dense bf16
+B200_BF16_PEAK_FLOPS = 2250.0 * TERA      # hardware_db/b200.yaml, dense bf16
+GDN_CHUNK_H200_S = (345e-6, 442e-6)       # the H200 run's "core", 1 x 8192 at TP8, TP4
+GDN_CHUNK_B200_S = (338e-6, 424e-6)       # flashinfer PR #3001's FLA column, the same shapes
+BLACKWELL_GDN_CHUNK_EFF_MAX = (GDN_CHUNK_EFF_MAX * H200_BF16_PEAK_FLOPS / B200_BF16_PEAK_FLOPS
+                               * sum(GDN_CHUNK_H200_S) / sum(GDN_CHUNK_B200_S))
+"""Efficiency.linear_attn_chunk_max on datacenter Blackwell: the H200 curve's ceiling (0.054)
+rescaled so that the B200 runs the chunked prompt path in the time the two published 8192-token
+rows give (0.97x the H200's): 0.054 x 989.4 / 2250 x 787 / 762 = 0.0245 of the B200 peak.
+Assumption: the rest of the layer (causal conv, gating, gated norm: 20% of the H200 layer at
+8192 tokens) keeps that ratio too, and B300/GB200/GB300 take the B200 value."""
+
 BLACKWELL_GROUPED_GEMM_MAX = 0.75
 """Efficiency.grouped_gemm_max on datacenter Blackwell: BLACKWELL_GROUPED_KERNEL_FRACTION below
 was solved against the vendor gemm_max 0.75, not the per-dtype curves above, so the fused-MoE
@@ -245,5 +272,6 @@ def default_efficiency(hw: HardwareSpec) -> Efficiency:
                                  else HOPPER_GROUPED_KERNEL_FRACTION),
         grouped_gemm_max=BLACKWELL_GROUPED_GEMM_MAX if blackwell else None,
         attn_compute_fa2=BLACKWELL_FA2_ATTN_COMPUTE if blackwell else None,
+        linear_attn_chunk_max=BLACKWELL_GDN_CHUNK_EFF_MAX if blackwell else None,
         source=f"defaults for vendor={hw.vendor}, memory={hw.memory_type} (perfmodel/core/efficiency.py)",
     )

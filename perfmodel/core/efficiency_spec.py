@@ -58,6 +58,13 @@ class Efficiency(Spec):
                     "MMA) on a chip whose native attention kernels use other tensor-core "
                     "instructions (datacenter Blackwell: tcgen05), for engines that run them "
                     "(EngineProfile.prefill_attention 'fa2'); None: attn_compute.")
+    linear_attn_chunk_max: float | None = Field(
+        default=None, gt=0, le=1,
+        description="Ceiling of the chunked Gated DeltaNet prompt kernels' efficiency on the "
+                    "half-precision peak (flash-linear-attention's Triton chunk_gated_delta_rule, "
+                    "core/ops_linear.py) where it differs from the H200 fit (datacenter "
+                    "Blackwell: the same time as on the H200, core/efficiency.py); None: "
+                    "ops_linear.GDN_CHUNK_EFF_MAX.")
     grouped_gemm_max: float | None = Field(
         default=None, gt=0, le=1,
         description="The gemm_max that grouped_kernel_fraction multiplies (core/grouped_gemm.py) "

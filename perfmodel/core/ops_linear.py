@@ -21,7 +21,9 @@ local value head (relative least squares over 16 points, within +-15% but single
 at 8 heads, 0.71-0.84: the scan's latency). In this model's form, an efficiency on the
 half-precision peak of x / (x + x_half) * e_max over x = tokens x local value heads:
 e_max = 183k FLOP / (3.42 ns * 989.4 TFLOP/s) = 0.054, x_half = 87.7 us / 3.42 ns = 25,645.
-Assumption: other GPUs reach the same fraction of their own half-precision peak.
+Other GPUs: the same fraction of their own half-precision peak, but datacenter Blackwell, where
+published B200 timings of the same kernels equal the H200's (core/efficiency.py,
+BLACKWELL_GDN_CHUNK_EFF_MAX).
 
 The same run measures the host side: enqueueing one layer's chunked path (fla's Python
 wrappers around 16 Triton launches, plus the gating's 7 torch ops) takes 1.43 ms on the H200
@@ -97,12 +99,15 @@ def linear_attention(m: ModelSpec, p: Precision, B, T) -> list[Op]:
                rows=B * T)]
 
 
-def linear_attention_efficiency(m: ModelSpec, dep: Deployment, rows, T, attn_compute: float):
+def linear_attention_efficiency(m: ModelSpec, dep: Deployment, rows, T, attn_compute: float,
+                                chunk_max: float | None = None):
     """Compute efficiency of the linear-attention op on the half-precision peak: the chunked
-    kernels' curve over x = rows x local value heads for prompt steps, the engine's attention
-    efficiency otherwise (module docstring)."""
+    kernels' curve over x = rows x local value heads for prompt steps (ceiling `chunk_max`, the
+    chip's Efficiency.linear_attn_chunk_max, else the H200 fit's GDN_CHUNK_EFF_MAX), the
+    engine's attention efficiency otherwise (module docstring)."""
+    e_max = GDN_CHUNK_EFF_MAX if chunk_max is None else chunk_max
     x = np.asarray(rows, dtype=float) * m.linear_attention.num_value_heads / dep.tp
-    curve = GDN_CHUNK_EFF_MAX * x / (x + GDN_CHUNK_HALF_TOKEN_HEADS)
+    curve = e_max * x / (x + GDN_CHUNK_HALF_TOKEN_HEADS)
     return np.where(chunked(T), np.maximum(curve, 1e-6), attn_compute)
 
 

@@ -203,7 +203,8 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         elif op.kind == "attention":
             # softmax attention: the engine's prompt kernels on this chip (attn_compute above)
             e_attn = (attn_compute if op.name != LINEAR_ATTENTION_OP else   # chunked GDN
-                      linear_attention_efficiency(m, dep, op.rows, T, eff.attn_compute))
+                      linear_attention_efficiency(m, dep, op.rows, T, eff.attn_compute,
+                                                  eff.linear_attn_chunk_max))
             compute = c.flops / (half_peak * e_attn)
             at_peak = at_peak + c.flops / (half_peak / clock)
             memory = (c.kv_read_bytes + c.kv_write_bytes) / (bw * eff.attn_mem) + c.act_bytes / bw
