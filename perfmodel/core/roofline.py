@@ -176,7 +176,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
         if op.kind == "gemm":
             op_dtype, op_dequant = per_module.get(op.group, (dtype, dequant))
             if op.group == "router":
-                op_dtype, op_dequant = router_dtype(m, hw, op_dtype), False
+                op_dtype, op_dequant = router_dtype(m, hw, op_dtype, engine.fp32_matmul), False
             experts = op.name == "experts" and m.moe is not None
             if experts and op_dtype in W8A8_DTYPES:   # quantize casts inside the fused MoE
                 k = k + engine.moe_act_quant_kernels * m.num_moe_layers
@@ -270,12 +270,15 @@ def _module_dtypes(hw: HardwareSpec, p: Precision, engine: EngineProfile,
     return out
 
 
-def router_dtype(m: ModelSpec, hw: HardwareSpec, default: str) -> str:
+def router_dtype(m: ModelSpec, hw: HardwareSpec, default: str, fp32_matmul: str = "fp32") -> str:
     """The compute dtype of an MoE router GEMM: fp32 where the architecture's engines upcast it
-    (MoESpec.router_fp32), else the 16-bit activation dtype; never a W8A8 kernel (vLLM, SGLang
-    and TensorRT-LLM build the gate unquantized: ReplicatedLinear(quant_config=None)). A chip
-    listing none of these peaks keeps `default`, the step's dtype."""
-    wanted = ("fp32",) if m.moe is not None and m.moe.router_fp32 else ()
+    (MoESpec.router_fp32), TF32 instead when the engine lets fp32 matmuls use it
+    (EngineProfile.fp32_matmul 'tf32') and the chip lists a TF32 peak, else the 16-bit
+    activation dtype; never a W8A8 kernel (vLLM, SGLang and TensorRT-LLM build the gate
+    unquantized: ReplicatedLinear(quant_config=None)). A chip listing none of these peaks keeps
+    `default`, the step's dtype."""
+    fp32 = ("tf32", "fp32") if fp32_matmul == "tf32" else ("fp32",)
+    wanted = fp32 if m.moe is not None and m.moe.router_fp32 else ()
     for name in wanted + ("bf16", "fp16"):
         if name in hw.peak_flops_per_s:
             return name

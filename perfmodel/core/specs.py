@@ -170,6 +170,11 @@ class EngineProfile(Spec):
         "kernels (warp-level MMA) where the chip's rate for them differs "
         "(Efficiency.attn_compute_fa2: datacenter Blackwell), e.g. vLLM before its TRT-LLM "
         "prefill kernels (core/engines.py vllm_prefill_attention).")
+    fp32_matmul: Literal["fp32", "tf32"] = Field(
+        default="fp32", description="What an fp32 matmul (an MoE router the engine upcasts, "
+        "MoESpec.router_fp32) runs as: torch's default matmul precision 'highest' keeps IEEE "
+        "fp32; 'high' lets cuBLAS use TF32 tensor cores (torch.set_float32_matmul_precision, "
+        "which vLLM's GPU worker calls with VLLM_FLOAT32_MATMUL_PRECISION, default 'highest').")
     batching: Literal["static", "continuous"] = Field(description="Batching policy.")
     kv_memory_fraction: float = Field(
         gt=0, le=1, description="Share of device memory the engine lets weights+KV+activations use.")

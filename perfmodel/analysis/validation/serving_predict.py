@@ -152,6 +152,8 @@ def _with_recipe(sc, recipe: Recipe):
         eng["kv_memory_fraction"] = recipe.kv_memory_fraction
     if recipe.prefill_attention is not None:   # an old vLLM's prompt kernels (serving_versions.py)
         eng["prefill_attention"] = recipe.prefill_attention
+    if recipe.fp32_matmul is not None:   # the script's VLLM_FLOAT32_MATMUL_PRECISION
+        eng["fp32_matmul"] = recipe.fp32_matmul
     if recipe.decode_graph_max_batch is not None:
         eng.update(decode_graph_max_batch=recipe.decode_graph_max_batch,
                    decode_graph_max_batch_by_gpu=())

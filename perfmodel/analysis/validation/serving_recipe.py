@@ -96,8 +96,8 @@ from perfmodel.analysis.validation.serving_recipe_dsr1 import dsr1_recipe
 from perfmodel.analysis.validation.serving_recipe_model import Recipe
 from perfmodel.analysis.validation.serving_recipe_sglang import sglang_model_flags
 from perfmodel.analysis.validation.serving_recipe_vllm import (
-    INFERENCEMAX_LLAMA70B_VLLM_ASYNC, inferencex_vllm_graphs, inferencex_vllm_layout,
-    vllm_async_scheduling)
+    INFERENCEMAX_LLAMA70B_VLLM_ASYNC, inferencex_vllm_fp32_matmul, inferencex_vllm_graphs,
+    inferencex_vllm_layout, vllm_async_scheduling)
 from perfmodel.analysis.validation.serving_versions import vllm_prefill_kernels
 
 # InferenceX recipes: "random_range_ratio: 0.8, sa-bench" (srt-slurm recipe READMEs);
@@ -277,6 +277,9 @@ def _recipe(source: str, engine: str, prompt: int, *, concurrency: int | None, g
         layout = inferencex_vllm_layout(engine, model, weights, gpu, disagg)
         if layout is not None:
             fields, notes = {**fields, **layout[0]}, notes + [layout[1]]
+        tf32 = inferencex_vllm_fp32_matmul(source, engine, model, weights, gpu, disagg)
+        if tf32 is not None:
+            fields, notes = {**fields, **tf32[0]}, notes + [tf32[1]]
         own = sglang_model_flags(model, engine, gpu, weights, disagg, version, tp=tp,
                                  measured=_measured(source))
         if own is not None:         # GLM-5 and Qwen3.5 scripts: their own receive interval

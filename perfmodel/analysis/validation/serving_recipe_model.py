@@ -66,6 +66,10 @@ class Recipe(BaseModel):
         default=None, ge=1, description="Attention data-parallel size the script launched the "
         "engine with, where it differs from the row's (None: the row's); the simulator runs the "
         "same GPUs as tp x attention_dp, the row's mapping keeps what the file states.")
+    fp32_matmul: Literal["fp32", "tf32"] | None = Field(
+        default=None, description="What the run's fp32 matmuls ran as: 'tf32' where its script "
+        "set VLLM_FLOAT32_MATMUL_PRECISION=high (EngineProfile.fp32_matmul; "
+        "serving_recipe_vllm.INFERENCEX_VLLM_TF32_SCRIPTS; None: the preset's, fp32).")
     notes: tuple[str, ...] = Field(default=(), description="The recipe in words, with sources.")
 
     def key(self) -> tuple:
@@ -76,4 +80,4 @@ class Recipe(BaseModel):
                 self.batch_wait_max_tokens_ratio, self.adp_balance_timeout_iters,
                 self.kv_memory_fraction, self.prefill_attention, self.overlap_scheduler,
                 self.radix_cache, self.prefill_graph_max_tokens, self.expert_parallel,
-                self.attention_dp)
+                self.attention_dp, self.fp32_matmul)

@@ -152,3 +152,42 @@ def inferencex_vllm_layout(engine: str, model: str | None, weights: str | None,
             f"--enable-expert-parallel or --data-parallel-size (InferenceX {script}: "
             "serving_recipe_vllm.INFERENCEX_VLLM_TP_ONLY_SCRIPTS): experts sharded "
             "tensor-parallel, whatever ep / attention DP the row states")
+
+
+# InferenceX vLLM scripts that export VLLM_FLOAT32_MATMUL_PRECISION=high, from the PR that
+# added it (the measurements of that PR's own sweep on: each PR also rewrote the script's
+# search space, and the rows measured that day are that space):
+#   minimaxm2.5_fp4_b200.sh, SemiAnalysisAI/InferenceX PR #1069 (2026-04-17, "Add export
+#     VLLM_FLOAT32_MATMUL_PRECISION=high");
+#   minimaxm2.5_fp8_b300.sh, PR #1106 (2026-04-21, "Replace VLLM_FLASHINFER_ALLREDUCE_BACKEND=
+#     mnnvl with VLLM_FLOAT32_MATMUL_PRECISION=high"; the stored 5632483 copy has it);
+#   minimaxm2.5_fp4_b300.sh, PR #1107 (2026-04-21).
+# vLLM's GPU worker calls torch.set_float32_matmul_precision(envs.VLLM_FLOAT32_MATMUL_PRECISION)
+# (default 'highest'); 'high' lets fp32 matmuls run as TF32 on tensor cores ("enables TF32
+# TensorCore acceleration for float32 matmuls ... for MoE gating", vllm-project/recipes#353,
+# which cites these three PRs). The fp32 matmul of these rows is MiniMax-M2's router
+# (minimax_m2.py: gate in float32, MoESpec.router_fp32). Not listed: minimaxm2.5_fp8_b200.sh,
+# whose stored copies do not set it and whose adding PR was not found.
+# (catalog model id, experts' weight format, GPU id) -> first measurement date with it
+INFERENCEX_VLLM_TF32_SCRIPTS = {
+    ("minimax-m2.5", "fp4", "b200"): "2026-04-17",    # PR #1069
+    ("minimax-m2.5", "fp8", "b300"): "2026-04-21",    # PR #1106
+    ("minimax-m2.5", "fp4", "b300"): "2026-04-21",    # PR #1107
+}
+
+
+def inferencex_vllm_fp32_matmul(source: str, engine: str, model: str | None,
+                                weights: str | None, gpu: str | None,
+                                disagg: bool = False) -> tuple[dict, str] | None:
+    """(Recipe fields, the assumption in words) of an aggregated InferenceX vLLM row measured
+    with a script that sets VLLM_FLOAT32_MATMUL_PRECISION=high (INFERENCEX_VLLM_TF32_SCRIPTS,
+    from the date of the PR that added it; the measurement date is read from the row's
+    source), else None: its fp32 matmuls run as TF32 (Recipe.fp32_matmul)."""
+    since = INFERENCEX_VLLM_TF32_SCRIPTS.get((model or "", weights or "", gpu or ""))
+    measured = _measured(source or "")
+    if since is None or engine != "vllm" or disagg or measured is None or measured < since:
+        return None
+    return (dict(fp32_matmul="tf32"),
+            f"engine: VLLM_FLOAT32_MATMUL_PRECISION=high (InferenceX {model} {weights} {gpu} "
+            f"vLLM script from {since}: serving_recipe_vllm.INFERENCEX_VLLM_TF32_SCRIPTS): the "
+            "fp32 router GEMM runs as TF32")
