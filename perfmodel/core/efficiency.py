@@ -103,8 +103,8 @@ log rate, rate = A(model, layer, M) * K / (K + K_half): fp8 790 (rms 0.07 in log
 (0.04). At tp 8, M = 4096, fp8: o_proj (K = 1024) 926 / 900 TFLOP/s against 1357 / 1417 at
 tp 1 (Llama / Qwen), mlp_down (K = 3584 / 3200) 1195 / 1088 against 1374 / 1330. Only the
 measured kinds: fp8 block scales, int8 and weight-only kernels keep their rate. The
-column-parallel shards (qkv, gate_up: N / tp) measured 0.89-0.95 of their unsharded rate at
-tp 8 with no law across M, and are not priced."""
+column-parallel shards (qkv, gate_up: N / tp) measured 0.88-0.95 of their unsharded rate at
+tp 8 and M = 4096 but 0.58-1.07 across M with no law, and are not priced."""
 
 
 BLACKWELL_DC_GPUS = frozenset({"b100", "b200", "b300", "gb200", "gb300"})
