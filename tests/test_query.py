@@ -168,7 +168,9 @@ def test_efficiency_fractions_are_named_as_fractions_and_old_keys_still_load(tmp
                                                   "attn_compute_fa2": None,
                                                   "linear_attn_chunk_max": None,
                                                   # and the card's own sustained-load clock
-                                                  "sustained_clock_fraction": None}
+                                                  "sustained_clock_fraction": None,
+                                                  # no row-parallel shard law unless stated
+                                                  "shard_depth_half_k": ()}
     # a copy under an old name changes the renamed field, never silently nothing
     assert old.model_copy(update={"mem_bw": 0.5}).mem_bw_fraction == 0.5
 

@@ -95,6 +95,20 @@ HOPPER_GEMM_BY_DTYPE = {
 }
 
 
+HOPPER_SHARD_DEPTH_HALF_K = (("fp8", 790.0), ("bf16", 330.0))
+"""K_half of row-parallel TP shards (Efficiency.shard_depth_half_k, core/grouped_gemm.py
+shard_depth_factor) on Hopper: one H200, cuBLASLt through torch 2.11 (F.linear for bf16,
+torch._scaled_mm with per-tensor scales for fp8), o_proj and mlp_down of Llama-3.1-70B and
+Qwen3-32B at tp 1, 2, 4, 8 (K 1024-28672) and M = 1k-16k, the four shards of a layer timed back
+to back (calibrate/bench_tp_shards.py, calibrate/data/tp-shards-h200-sxm.json). Least squares on
+log rate, rate = A(model, layer, M) * K / (K + K_half): fp8 790 (rms 0.07 in log), bf16 330
+(0.04). At tp 8, M = 4096, fp8: o_proj (K = 1024) 926 / 900 TFLOP/s against 1357 / 1417 at
+tp 1 (Llama / Qwen), mlp_down (K = 3584 / 3200) 1195 / 1088 against 1374 / 1330. Only the
+measured kinds: fp8 block scales, int8 and weight-only kernels keep their rate. The
+column-parallel shards (qkv, gate_up: N / tp) measured 0.88-0.95 of their unsharded rate at
+tp 8 and M = 4096 but 0.58-1.07 across M with no law, and are not priced."""
+
+
 BLACKWELL_DC_GPUS = frozenset({"b100", "b200", "b300", "gb200", "gb300"})
 """NVIDIA datacenter Blackwell (sm_100/sm_103): one tensor-core generation and one family of MoE
 kernels (FlashInfer/TRT-LLM CUTLASS and trtllm-gen grouped GEMMs, CuTe DSL); the workstation
@@ -266,6 +280,7 @@ def default_efficiency(hw: HardwareSpec) -> Efficiency:
         attn_mem=0.85,
         kernel_s=kernel_s,
         link_fraction=link,
+        shard_depth_half_k=HOPPER_SHARD_DEPTH_HALF_K if hw.id in HOPPER_GPUS else (),
         gemm_by_dtype=(HOPPER_GEMM_BY_DTYPE if hw.id in HOPPER_GPUS
                        else BLACKWELL_GEMM_BY_DTYPE if blackwell else {}),
         grouped_kernel_fraction=(BLACKWELL_GROUPED_KERNEL_FRACTION if blackwell

@@ -75,6 +75,11 @@ class Efficiency(Spec):
         default_factory=dict, description="GEMM curves per matmul kind that differ from "
         "gemm_max/gemm_half_m: a compute dtype (fp8, int8, ...) or fp8_block (fp8 with 1x128 "
         "activation and 128x128 weight scales); kinds not listed use gemm_max/gemm_half_m.")
+    shard_depth_half_k: tuple[tuple[str, float], ...] = Field(
+        default=(), description="(GEMM kind, K_half) pairs: a row-parallel tensor-parallel "
+        "shard (o_proj, mlp_down) reduces over K/tp of its layer's K, and its time grows by "
+        "(1 + K_half tp / K) / (1 + K_half / K) (core/grouped_gemm.py shard_depth_factor); "
+        "kinds not listed (and every kind on chips without a measurement) keep their rate.")
     sustained_clock_fraction: float | None = Field(
         default=None, gt=0, le=1,
         description="SM-bound (compute) throughput under sustained load over that of a burst, "
@@ -97,6 +102,10 @@ class Efficiency(Spec):
             return self
         return self.model_copy(update={"gemm_max": curve.gemm_max,
                                        "gemm_half_m": curve.gemm_half_m})
+
+    def shard_half_k(self, kind: str) -> float:
+        """K_half of `kind`'s row-parallel TP shards (shard_depth_half_k); 0: none measured."""
+        return dict(self.shard_depth_half_k).get(kind, 0.0)
 
     def model_copy(self, *, update=None, deep: bool = False):
         """model_copy that also takes the old names mem_bw and link (for one release)."""

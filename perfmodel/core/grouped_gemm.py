@@ -22,9 +22,11 @@ reduces over that slice, K = F / moe_tp (SGLang/vLLM fused_moe and TRT-LLM's MoE
 shard the intermediate dimension; DeepSeek-V3 at TP8: 2048 / 8 = 256). Its gate/up
 projections reduce over d_model and keep their rate.
 
-Applied to the "experts" op only: the shared experts and dense MLPs run as ordinary GEMMs
-whose TP shards are the calibrated case (a deliberate scope limit, so dense predictions
-do not move).
+The expert law above is applied to the "experts" op only. Dense row-parallel TP shards have
+their own, measured, law (shard_depth_factor): o_proj and mlp_down of a dense layer reduce
+over K/tp on each rank (Megatron-LM row-parallel linears; vLLM RowParallelLinear, TensorRT-LLM
+Linear with TensorParallelMode.ROW), and the same fixed per-tile cost makes them slower per
+FLOP than the unsharded layer the GEMM curve was measured on.
 """
 
 from __future__ import annotations
@@ -70,6 +72,22 @@ def expert_depth_factor(m: ModelSpec, dep: Deployment) -> float:
     width = m.moe.expert_ffn_dim / moe_tp(dep)           # K of the down projection per GPU
     return (up / (up + 1) / depth_efficiency(m.d_model)
             + 1 / (up + 1) / depth_efficiency(width))
+
+
+def shard_depth_factor(k_half: float, k: float, split: float) -> float:
+    """Compute-time multiplier (>= 1) of a row-parallel TP shard reducing over k / split of its
+    layer's k, against the unsharded layer the GEMM curve prices:
+        (1 + k_half * split / k) / (1 + k_half / k)      (1 when split <= 1, k or k_half 0).
+    k_half from Efficiency.shard_depth_half_k: on one H200 (cuBLASLt through torch,
+    calibrate/bench_tp_shards.py, calibrate/data/tp-shards-h200-sxm.json) the o_proj and
+    mlp_down shards of Llama-3.1-70B and Qwen3-32B at tp 1, 2, 4, 8 (K 1024-28672, M 1k-16k,
+    timed back to back) fit rate ~ K / (K + k_half) with k_half 790 (fp8 per-tensor) and 330
+    (bf16). Worked number, Llama-3.1-70B o_proj (k = 8192) at tp 8, fp8:
+    (1 + 790 * 8 / 8192) / (1 + 790 / 8192) = 1.771 / 1.096 = 1.615 (measured 1.36-1.68 over
+    M = 2k-16k)."""
+    if split <= 1.0 or k <= 0.0 or k_half <= 0.0:
+        return 1.0
+    return (1.0 + k_half * split / k) / (1.0 + k_half / k)
 
 
 # ----------------------------------------------------------------------------- tile padding

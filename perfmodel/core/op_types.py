@@ -55,6 +55,8 @@ class Op:
     window: int | None = field(default=None)
     group: str = ""               # weight group (core/params.py): selects a module's format
     quant_elements: FloatArray = 0.0  # M x K input elements a W8A8 kernel quantizes (core/act_quant.py)
+    reduce_k: float = 0.0         # K: the layer's reduction length (gemm ops; 0: not a linear)
+    k_split: float = 1.0          # ranks K is split over (row-parallel TP shards: core/parallel.py)
 
 
 def total(op_list: list[Op]) -> OpCost:

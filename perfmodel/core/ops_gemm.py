@@ -56,5 +56,6 @@ def linears(m: ModelSpec, p: Precision, mats, M, group_name: str) -> list[Op]:
                          rows=M, quantized=quantized(p, mat.group),
                          weight_elements=elems * np.ones_like(M), group=mat.group,
                          quant_elements=(0.0 if mat.name in SHARED_INPUT
-                                         else M * mat.d_in * mat.count)))
+                                         else M * mat.d_in * mat.count),
+                         reduce_k=float(mat.d_in)))
     return result

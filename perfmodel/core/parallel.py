@@ -56,6 +56,13 @@ and SGLang's indexer is not split over TP without DP attention (its DeepSeek-V3.
 sgl-project/sglang#15025: 'Support TP for Indexer when DP is not enabled', open)."""
 
 
+ROW_PARALLEL_OPS = frozenset({"o_proj", "mlp_down"})
+"""Dense linears split along their input (K) over the TP ranks, each rank's partial sums
+all-reduced after them (Megatron-LM RowParallelLinear; vLLM RowParallelLinear for o_proj and
+down_proj, TensorRT-LLM TensorParallelMode.ROW): a rank reduces over K/tp
+(core/grouped_gemm.py shard_depth_factor). Their column-parallel neighbours keep K."""
+
+
 MOE_ROW_OPS = frozenset({"moe_permute", "moe_combine"})
 """Ops over the routed (token, expert) rows, which an expert shard runs for every row routed to
 it: under TP every rank holds a slice of every expert, so it gathers all k*M rows and sums all
@@ -142,7 +149,9 @@ def shard(op_list: list[Op], m: ModelSpec, dep: Deployment, tokens=1.0) -> list[
                            weight_bytes=cost.weight_bytes * touched)
             elements = elements * touched
             quant = quant * load
-        out.append(replace(op, cost=cost, weight_elements=elements, quant_elements=quant))
+        split = float(tp) if op.name in ROW_PARALLEL_OPS else op.k_split
+        out.append(replace(op, cost=cost, weight_elements=elements, quant_elements=quant,
+                           k_split=split))
     return out
 
 

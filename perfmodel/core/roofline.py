@@ -32,7 +32,8 @@ import numpy as np
 from perfmodel.core.act_quant import act_quant_bytes, act_quant_s
 from perfmodel.core.efficiency import sustained_clock_fraction
 from perfmodel.core.errors import PerfModelError
-from perfmodel.core.grouped_gemm import expert_depth_factor, grouped_gemm_efficiency
+from perfmodel.core.grouped_gemm import (expert_depth_factor, grouped_gemm_efficiency,
+                                          shard_depth_factor)
 from perfmodel.core.host_cost import (_kernel_scale, _step_issue_s, eager_step,  # noqa: F401
                                      host_step_s, issue_s, piecewise_prompt_s, prompt_issue_s,
                                      prompt_series)
@@ -168,6 +169,7 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
     moved_sum = 0.0
     at_peak = 0.0
     gemm_eff: dict[str, Efficiency] = {}    # weight group -> its GEMM curve (gemm_kind)
+    shard_k: dict[str, float] = {}           # weight group -> its kind's shard K_half
     for op in op_list:
         c = op.cost
         k = c.kernels * (kscale if op.per_layer else 1.0)
@@ -185,9 +187,12 @@ def step_time(m: ModelSpec, hw: HardwareSpec, p: Precision, engine: EngineProfil
                 kind = gemm_kind(op_dtype, p.for_group(op.group).weights)
                 kind = "fp32_router" if op.group == "router" and kind == "fp32" else kind
                 gemm_eff[op.group] = eff.for_gemm(kind)
+                shard_k[op.group] = eff.shard_half_k(kind)
+            dense_depth = (1.0 if op.quantized and op_dequant   # row-parallel TP shards
+                           else shard_depth_factor(shard_k[op.group], op.reduce_k, op.k_split))
             compute = _gemm_compute_s(op, peaks[op_dtype], vector_peak, gemm_eff[op.group],
                                       engine, op.quantized and op_dequant,
-                                      depth=expert_depth if experts else 1.0,
+                                      depth=expert_depth if experts else dense_depth,
                                       top_k=m.moe.experts_per_token if experts else 0,
                                       num_experts=m.moe.num_experts if experts else 0)
             wbytes = c.weight_bytes / weight_stream_fraction(engine, op.quantized, op_dtype,

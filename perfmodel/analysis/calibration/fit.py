@@ -118,7 +118,8 @@ def _check_finite(points, fitted, datasheet, eff, engines) -> None:
         if not (np.isfinite(f) and np.isfinite(d) and f > 0 and d > 0):
             raise PerfModelError(f"raw JSON: the model gives no finite time for e2e point "
                                  f"'{p.name}'; check its batch/context/shape fields")
-    values = [v for v in eff.model_dump(exclude={"source", "gemm_by_dtype"}).values()
+    values = [v for v in eff.model_dump(exclude={"source", "gemm_by_dtype",
+                                                 "shard_depth_half_k"}).values()
               if v is not None]   # optional per-chip rates (Efficiency.attn_compute_fa2, ...)
     for eng in engines.values():
         values += [getattr(eng, f) or 0.0 for f in ("kernels_per_layer", "act_quant_kernels_per_layer")
@@ -249,9 +250,11 @@ def _share(params: list[solve.Param]) -> list[solve.Param]:
 
 def _apply(values: dict[str, float], default: Efficiency, start: dict[str, EngineProfile]):
     # one fitted GEMM curve for every dtype, as before per-dtype defaults existed (the other
-    # dtypes' fits go to meta.gemm_by_dtype): the datasheet curves do not mix into a fit
+    # dtypes' fits go to meta.gemm_by_dtype): the datasheet curves do not mix into a fit, nor
+    # does the datasheet's row-parallel shard law (its K_half was measured against them)
     eff = default.model_copy(update={**{f: values[f"efficiency.{f}"] for f in EFF_FIELDS
-                                        if f"efficiency.{f}" in values}, "gemm_by_dtype": {}})
+                                        if f"efficiency.{f}" in values}, "gemm_by_dtype": {},
+                                     "shard_depth_half_k": ()})
     upd: dict[str, dict[str, float]] = {eid: {} for eid in start}
     for name, v in values.items():
         owner, field = name.split(".", 1)
