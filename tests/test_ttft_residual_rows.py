@@ -163,3 +163,32 @@ def test_classify_names_only_rows_outside_the_band_and_falls_back_to_class_c():
     assert set(got) == {"out", "cold"}
     assert got["out"] == ("not looked at", "c", "-")
     assert got["cold"][1] == "a"
+
+
+def test_the_script_prints_the_arithmetic_and_refuses_bad_input(tmp_path, capsys):
+    import importlib.util  # noqa: PLC0415
+    import json  # noqa: PLC0415
+    from perfmodel.analysis.validation.run import ROOT  # noqa: PLC0415
+    spec = importlib.util.spec_from_file_location("ttft_residual_script",
+                                                  ROOT / "benchmarks" / "ttft_residual.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = [dict(_row(row_id=f"r{i}", ttft_ape=e, predicted_ttft_s=0.1 * (1 + e)), mode="agg")
+            for i, e in enumerate((0.1, 0.2, 0.3, 0.6, 0.05))]
+    data = tmp_path / "s.csv"
+    with open(data, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(_csv_row("x")))
+        w.writeheader()
+        for r in rows:
+            w.writerow(_csv_row(r["row_id"]))
+    rep = tmp_path / "v.json"
+    rep.write_text(json.dumps({"serving": {"rows": rows}}))
+    assert mod.main([str(rep), "--data", str(data), "--rules", "--groups"]) == 0
+    out = capsys.readouterr().out
+    # 5 rows, 3 within 25%; 80% of 5 is 4: one more needed; the two outside are class c, both
+    # too slow (0.13 and 0.16 s against 0.1: median 1.45), one measurement (0.1 s, 0.01 s) twice
+    assert "within 25% 3 (60.0%); the target needs 4 (1 more); outside 2" in out
+    assert "| c | 2 | 1 | 0 | 2 | 1.45 |" in out
+    assert mod.main([str(tmp_path / "none.json"), "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot read") and err.count("\n") == 1

@@ -55,9 +55,10 @@ def settings(c: dict, vary: str) -> tuple:
     return tuple(c[k] for k in keep if k != vary) + (measured_date(c["source"]),)
 
 
-def falling_rows(csv_rows: list[dict]) -> set[str]:
-    """Ids of aggregated rows in a pair whose mean TTFT falls below FALL x as C or ISL grows."""
-    out: set[str] = set()
+def falling_pairs(csv_rows: list[dict]) -> set[tuple[str, str]]:
+    """(smaller, larger) id pairs of aggregated rows at otherwise equal settings whose mean TTFT
+    falls below FALL x as C (batch_size) or the prompt (isl) grows."""
+    out: set[tuple[str, str]] = set()
     agg = [c for c in csv_rows if c["mode"] == "agg"]
     for vary in ("batch_size", "isl"):
         by = defaultdict(list)
@@ -68,8 +69,46 @@ def falling_rows(csv_rows: list[dict]) -> set[str]:
                 for hi in rows:
                     if (int(hi[vary]) > int(lo[vary]) and float(hi["silicon_ttft_ms"])
                             < FALL * float(lo["silicon_ttft_ms"])):
-                        out.update((lo["id"], hi["id"]))
+                        out.add((lo["id"], hi["id"]))
     return out
+
+
+def falling_rows(csv_rows: list[dict]) -> set[str]:
+    """Ids of the aggregated rows in a falling pair (falling_pairs)."""
+    return {i for pair in falling_pairs(csv_rows) for i in pair}
+
+
+def most_inside(pairs: set[tuple[str, str]], limit: int = 20) -> int:
+    """The most rows of the pairs that a predictor whose TTFT never falls with C or the prompt
+    can put in the band at once: at most one row of each pair, i.e. the largest set of rows
+    with no pair inside it (exhaustive per connected group of pairs; a group above `limit`
+    rows counts whole, an upper bound)."""
+    adj = defaultdict(set)
+    for a, b in pairs:
+        adj[a].add(b)
+        adj[b].add(a)
+    seen: set[str] = set()
+    total = 0
+    for start in adj:
+        if start in seen:
+            continue
+        comp, stack = [], [start]
+        while stack:
+            x = stack.pop()
+            if x not in seen:
+                seen.add(x)
+                comp.append(x)
+                stack.extend(adj[x] - seen)
+        if len(comp) > limit:
+            total += len(comp)
+            continue
+        best = 0
+        for mask in range(1 << len(comp)):
+            chosen = {comp[k] for k in range(len(comp)) if mask >> k & 1}
+            if len(chosen) > best and not any(adj[x] & chosen for x in chosen):
+                best = len(chosen)
+        total += best
+    return total
 
 
 def _fmt(r: dict) -> str:
