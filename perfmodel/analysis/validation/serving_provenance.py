@@ -49,6 +49,10 @@ AIC_COPIED_IMAGE_TAG = "image="
 AIC_INFERENCEMAX_IMPORT_DATES = ("2025-10-29",)
 
 Family = Literal["aic", "inferencemax", "other"]
+INFERENCEX_RUN_PREFIX = "inferencex-run/"
+"""Source prefix of an InferenceX run quoted outside the database dumps (an InferenceX issue or
+pull request that prints a run's TTFT and TPOT, e.g. data/serving/amd_public_sample.csv): the
+same harness and scripts as the db-dump rows, so the same recipe family."""
 
 
 def _measured(source: str) -> str | None:
@@ -109,6 +113,6 @@ def family(source: str) -> Family:
         return "inferencemax"
     if s.split(" ", 1)[0] == "aic":         # AIConfigurator's gap-analysis runs
         return "aic"
-    if s.startswith("db-dump/"):
+    if s.startswith(("db-dump/", INFERENCEX_RUN_PREFIX)):
         return "inferencemax"
     return "other"
