@@ -1,5 +1,5 @@
 """The aggregated serving rows outside the TTFT band, by class, rule and group, with the doc
-section that accounts for each (the rules: perfmodel/analysis/validation/ttft_residual.py;
+section that accounts for each (the rules: benchmarks/ttft_residual_rules.py;
 the account: docs/ttft_residual.md).
 
     perfmodel validate --serving-predictor sim --json > V.json
@@ -27,8 +27,9 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from perfmodel.analysis.validation import ttft_residual as tr  # noqa: E402
+import ttft_residual_rules as tr  # noqa: E402  (this folder: the rules, kept out of the validation code)
 from perfmodel.analysis.validation.serving_run import DEFAULT_SERVING  # noqa: E402
 
 
