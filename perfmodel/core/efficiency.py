@@ -40,6 +40,7 @@ of the validation table):
 
 from __future__ import annotations
 
+from perfmodel.core.efficiency_amd import AMD_GEMM_BY_DTYPE, AMD_GROUPED_GEMM_MAX
 from perfmodel.core.efficiency_spec import HOPPER_GROUPED_KERNEL_FRACTION
 from perfmodel.core.ops_linear import GDN_CHUNK_EFF_MAX
 from perfmodel.core.specs import Efficiency, GemmCurve, HardwareSpec
@@ -282,10 +283,12 @@ def default_efficiency(hw: HardwareSpec) -> Efficiency:
         link_fraction=link,
         shard_depth_half_k=HOPPER_SHARD_DEPTH_HALF_K if hw.id in HOPPER_GPUS else (),
         gemm_by_dtype=(HOPPER_GEMM_BY_DTYPE if hw.id in HOPPER_GPUS
-                       else BLACKWELL_GEMM_BY_DTYPE if blackwell else {}),
+                       else BLACKWELL_GEMM_BY_DTYPE if blackwell
+                       else AMD_GEMM_BY_DTYPE.get(hw.id, {})),
         grouped_kernel_fraction=(BLACKWELL_GROUPED_KERNEL_FRACTION if blackwell
                                  else HOPPER_GROUPED_KERNEL_FRACTION),
-        grouped_gemm_max=BLACKWELL_GROUPED_GEMM_MAX if blackwell else None,
+        grouped_gemm_max=(BLACKWELL_GROUPED_GEMM_MAX if blackwell
+                          else AMD_GROUPED_GEMM_MAX if hw.id in AMD_GEMM_BY_DTYPE else None),
         attn_compute_fa2=BLACKWELL_FA2_ATTN_COMPUTE if blackwell else None,
         linear_attn_chunk_max=BLACKWELL_GDN_CHUNK_EFF_MAX if blackwell else None,
         source=f"defaults for vendor={hw.vendor}, memory={hw.memory_type} (perfmodel/core/efficiency.py)",
