@@ -36,6 +36,8 @@ of the validation table):
   attention (CK/Triton flash kernels) 0.30. Cross-check: AMD's published vLLM throughput for
   Llama-3.1-70B FP8 on 8x MI300X (amd.com ROCm AI performance results, vLLM 0.9.0.1:
   16,581 tok/s at 128/2048, 8,353 at 2048/2048) against our 19.7K and 10.5K output tok/s.
+  Where AMD's own kernel tables give a chip's fp8 GEMM rate (MI355X fp8, MI300X/MI325X/MI355X
+  fp8_block), those curves replace gemm_max/half_m for that kind (core/efficiency_amd.py).
 """
 
 from __future__ import annotations
