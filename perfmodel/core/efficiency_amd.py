@@ -21,8 +21,11 @@ slowest), which e(M) does not carry.
 Not encoded: MI300X / MI325X per-tensor or per-row fp8 (no gfx942 304-CU table of those kernels
 at serving shapes was found; hipBLASLt fp8 on square sizes, Azure ND MI300X v5: 955 TFLOP/s at
 4096^3, 1159 at 8192^3, i.e. 0.37-0.44 of the peak, matches the vendor 0.40); bf16 (none read).
-Assumption: MI325X takes the MI300X curve (the same gfx942 chip with 304 CUs and the same
-peaks; only its HBM differs).
+Assumptions: MI325X takes the MI300X curve (the same gfx942 chip with 304 CUs and the same
+peaks; only its HBM differs). The curve of a kind prices every fp8 linear of that kind on the
+chip, whichever library runs it: vLLM without AITER (VLLM_ROCM_USE_AITER unset, as in the llm-d
+MI355X runs) calls hipBLASLt through torch._scaled_mm, whose gfx950 rate at these shapes no
+table found here states.
 The fused-MoE law keeps the vendor base (AMD_GROUPED_GEMM_MAX): aiter's fused-MoE kernels have
 tables of their own, not fitted here, so a dense-GEMM fit is not carried into them.
 """
