@@ -36,10 +36,13 @@ of the validation table):
   attention (CK/Triton flash kernels) 0.30. Cross-check: AMD's published vLLM throughput for
   Llama-3.1-70B FP8 on 8x MI300X (amd.com ROCm AI performance results, vLLM 0.9.0.1:
   16,581 tok/s at 128/2048, 8,353 at 2048/2048) against our 19.7K and 10.5K output tok/s.
+  Where AMD's own kernel tables give a chip's fp8 GEMM rate (MI355X fp8, MI300X/MI325X/MI355X
+  fp8_block), those curves replace gemm_max/half_m for that kind (core/efficiency_amd.py).
 """
 
 from __future__ import annotations
 
+from perfmodel.core.efficiency_amd import AMD_GEMM_BY_DTYPE, AMD_GROUPED_GEMM_MAX
 from perfmodel.core.efficiency_spec import HOPPER_GROUPED_KERNEL_FRACTION
 from perfmodel.core.ops_linear import GDN_CHUNK_EFF_MAX
 from perfmodel.core.specs import Efficiency, GemmCurve, HardwareSpec
@@ -282,10 +285,12 @@ def default_efficiency(hw: HardwareSpec) -> Efficiency:
         link_fraction=link,
         shard_depth_half_k=HOPPER_SHARD_DEPTH_HALF_K if hw.id in HOPPER_GPUS else (),
         gemm_by_dtype=(HOPPER_GEMM_BY_DTYPE if hw.id in HOPPER_GPUS
-                       else BLACKWELL_GEMM_BY_DTYPE if blackwell else {}),
+                       else BLACKWELL_GEMM_BY_DTYPE if blackwell
+                       else AMD_GEMM_BY_DTYPE.get(hw.id, {})),
         grouped_kernel_fraction=(BLACKWELL_GROUPED_KERNEL_FRACTION if blackwell
                                  else HOPPER_GROUPED_KERNEL_FRACTION),
-        grouped_gemm_max=BLACKWELL_GROUPED_GEMM_MAX if blackwell else None,
+        grouped_gemm_max=(BLACKWELL_GROUPED_GEMM_MAX if blackwell
+                          else AMD_GROUPED_GEMM_MAX if hw.id in AMD_GEMM_BY_DTYPE else None),
         attn_compute_fa2=BLACKWELL_FA2_ATTN_COMPUTE if blackwell else None,
         linear_attn_chunk_max=BLACKWELL_GDN_CHUNK_EFF_MAX if blackwell else None,
         source=f"defaults for vendor={hw.vendor}, memory={hw.memory_type} (perfmodel/core/efficiency.py)",
