@@ -6,7 +6,8 @@ Sources of the expected values:
 - TGI v3 launcher reference, huggingface/text-generation-inference
   docs/source/reference/launcher.md @032fc4c4: MAX_CONCURRENT_REQUESTS [default: 128],
   CUDA_GRAPHS "Default = 1,2,4,8,16,32", CUDA_MEMORY_FRACTION [default: 1.0];
-  launcher/src/main.rs (v3) `compute_optimal(...).unwrap_or(4096)`; server flash_causal_lm.py
+  launcher/src/main.rs (v3) `compute_optimal(...).unwrap_or(4096)` with ComputeType.f16_flop
+  ("nvidia-h100-80gb-hbm3" 900e12) and Config.flop; server flash_causal_lm.py
   warmup "Leave 5% for some wiggle room"; models/globals.py flashinfer BLOCK_SIZE = 1;
   backends/v3/src/backend.rs @1d0847a9: a new batch is prefilled on its own, then decodes.
 - InternLM/lmdeploy lmdeploy/messages.py @0043859b TurbomindEngineConfig:
@@ -28,9 +29,11 @@ from perfmodel.analysis.validation.intervals import engine_family
 from perfmodel.analysis.validation.names import engine_id
 from perfmodel.cli import main
 from perfmodel.core.engines import ENGINES, load_engine
+from perfmodel.core.engines_servers import tgi_flop_per_token
 from perfmodel.core.errors import UnknownIdError
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.memory import usable_bytes
+from perfmodel.core.resolve import resolve
 from perfmodel.core.units import GB
 
 
@@ -132,3 +135,28 @@ def test_framework_names_map_to_the_presets(text, engine):
 
 def test_new_presets_are_serving_family():
     assert engine_family("tgi") == engine_family("lmdeploy") == "serving"
+
+
+def test_tgi_model_flop_is_the_launcher_formula():
+    """Llama-3.1-8B (L 32, D 4096, N 32, K 8, H_d 128, F 14336): per layer
+    2 x 128 x 4096 x (3 x 32 + 2 x 8) = 117,440,512 plus 6 x 4096 x 14336 = 352,321,536;
+    x 32 layers = 15,032,385,536 FLOP per token."""
+    sc, _, _ = resolve("llama-3.1-8b", "h100-sxm", engine="tgi")
+    assert tgi_flop_per_token(sc.model) == 15_032_385_536
+
+
+@pytest.mark.parametrize("model, gpu, tp, budget", [
+    ("llama-3.1-8b", "h100-sxm", 1, 59_870),      # 900e12 // 15,032,385,536
+    ("llama-3.1-8b", "a100-sxm-80gb", 1, 4096),   # "nvidia-a100-sxm4-80gb" not in the table
+    ("llama-3.1-8b", "h200-sxm", 1, 4096),        # not in the table
+    ("mixtral-8x7b", "h100-sxm", 2, 32_768)])     # 1.8e15 // 2.6e10 = 68k, capped at 32768
+def test_tgi_prefill_budget_by_card(model, gpu, tp, budget):
+    sc, _, _ = resolve(model, gpu, engine="tgi", tp=tp)
+    assert sc.engine.scheduler.limits(sc.hw)[1] == budget
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "trtllm-trt", "llama-cpp",
+                                    "lmdeploy", "hf-eager"])
+def test_resolve_leaves_other_presets_as_they_are(engine):
+    sc, _, _ = resolve("llama-3.1-8b", "h100-sxm", engine=engine)
+    assert sc.engine == ENGINES[engine]

@@ -13,18 +13,13 @@ sees, and are listed here so that a reader does not assume otherwise):
   (20) decode steps have passed since the last prefill; the simulator admits at once.
 - TGI's router refuses (HTTP 429) requests beyond max_concurrent_requests (128) instead of
   queueing them; the simulator queues them.
-- TGI v3's launcher raises max_batch_prefill_tokens to peak f16 FLOP/s / model FLOP per token
-  on the cards its table names exactly ("nvidia-h100-80gb-hbm3", "nvidia-l4", "nvidia-a10g", ...:
-  launcher/src/main.rs compute_optimal and ComputeType.f16_flop, commit of the stored v3
-  launcher); every other card (A100 SXM, whose nvidia-smi name is not "nvidia-a100", H200,
-  B200, ...) gets the fallback 4096 used here.
 - Prefix caching (TGI v3 default; LMDeploy off by default): benchmark prompts rarely share
   prefixes, and the simulator does not model cache hits.
 """
 
 from __future__ import annotations
 
-from perfmodel.core.specs import EngineProfile, SchedulerSpec
+from perfmodel.core.specs import EngineProfile, HardwareSpec, ModelSpec, SchedulerSpec
 
 # --------------------------------------------------------------------------- TGI (v3)
 # Launcher defaults, docs/source/reference/launcher.md at commit 032fc4c4cf25 (the v3 launcher
@@ -32,9 +27,17 @@ from perfmodel.core.specs import EngineProfile, SchedulerSpec
 # `--payload-limit`, `--enable-prefill-logprobs`):
 # - MAX_CONCURRENT_REQUESTS default 128: no more requests in flight, so none more running;
 TGI_MAX_CONCURRENT_REQUESTS = 128
-# - MAX_BATCH_PREFILL_TOKENS: launcher/src/main.rs (v3) `compute_optimal(...).unwrap_or(4096)`
-#   capped at max_position_embeddings; 4096 on every card outside its FLOP table (see above);
+# - MAX_BATCH_PREFILL_TOKENS: launcher/src/main.rs (v3, the version with --payload-limit)
+#   `compute_optimal(config, compute_type).unwrap_or(4096)`, capped at max_position_embeddings.
+#   compute_optimal = ComputeType.f16_flop() x num_shard / Config.flop() (integer division),
+#   kept when above 100. f16_flop matches the nvidia-smi name, spaces -> '-', lowercased,
+#   exactly: "nvidia-h100-80gb-hbm3" 900e12 (the H100 SXM's name "NVIDIA H100 80GB HBM3"),
+#   "nvidia-l4" 121e12, "nvidia-a10g" 125e12; its "nvidia-a100" (312e12), "nvidia-t4" and
+#   "nvidia-4090" entries match no shipping card's name ("NVIDIA A100-SXM4-80GB", "Tesla T4",
+#   "NVIDIA GeForce RTX 4090"), which, like every other card (H200, B200, L40S, ...), keep 4096.
 TGI_MAX_BATCH_PREFILL_TOKENS = 4096
+TGI_F16_FLOPS_BY_GPU = (("h100-sxm", 900e12), ("l4", 121e12), ("a10g", 125e12))
+TGI_MIN_OPTIMAL_TOKENS = 100   # compute_optimal: "Ignore calculations that's too low"
 # - CUDA_GRAPHS "Default = 1,2,4,8,16,32" (decode batches; main.rs `vec![1, 2, 4, 8, 16, 32]`,
 #   none with bitsandbytes or exl2 weights); prompt steps run the Python model eagerly;
 TGI_CUDA_GRAPH_MAX_BATCH = 32
@@ -59,9 +62,10 @@ TGI_KV_BLOCK_TOKENS = 1
 TGI_SCHEDULER = SchedulerSpec(
     max_num_seqs=TGI_MAX_CONCURRENT_REQUESTS, max_num_batched_tokens=TGI_MAX_BATCH_PREFILL_TOKENS,
     chunked_prefill=True, mixed_prefill=False, prefill_first=True, overlap_scheduler=False,
+    budget_peak_flops=TGI_F16_FLOPS_BY_GPU,
     source="TGI v3 launcher defaults (docs/source/reference/launcher.md @032fc4c4: "
-           "max_concurrent_requests 128; max_batch_prefill_tokens fallback 4096, launcher "
-           "main.rs compute_optimal); backends/v3/src/backend.rs @1d0847a9 (prefill runs as its "
+           "max_concurrent_requests 128; max_batch_prefill_tokens 4096, or f16 FLOP/s x GPUs / "
+           "model FLOP per token on H100 SXM, L4, A10G: launcher main.rs compute_optimal); backends/v3/src/backend.rs @1d0847a9 (prefill runs as its "
            "own step before the next decode, no overlap)")
 
 # --------------------------------------------------------------------------- LMDeploy TurboMind
@@ -92,6 +96,31 @@ LMDEPLOY_SCHEDULER = SchedulerSpec(
     source="lmdeploy/messages.py TurbomindEngineConfig @0043859b (max_prefill_token_num 8192); "
            "lmdeploy/utils.py get_max_batch_size @726c5fe9 (384 on A100, 1024 on H100/H800/H200, "
            "else 128); LlamaBatch.cc (prompt tokens and decode rows in one forward)")
+
+
+def tgi_flop_per_token(m: ModelSpec) -> float:
+    """The TGI launcher's model FLOP per token (launcher/src/main.rs Config.flop):
+    L x [2 H_d D (3 N + 2 K) + 2 x 3 D F k], F the config's intermediate_size (ffn_dim here)
+    times k experts per token for an MoE. Its attention term counts 2 N H_d D per token
+    whatever the context (the launcher's own approximation, kept as written)."""
+    k = m.moe.experts_per_token if m.moe else 1
+    attn = 2 * m.head_dim * m.d_model * (3 * m.num_heads + 2 * m.num_kv_heads)  # q, attn, o; k, v
+    ffn = 2 * 3 * m.d_model * m.ffn_dim * k                                     # gate, up, down
+    return float(m.num_layers * (attn + ffn))
+
+
+def at_deployment(eng: EngineProfile, m: ModelSpec, hw: HardwareSpec, tp: int) -> EngineProfile:
+    """The engine with the limits it derives from the model and the card: the token budget of
+    SchedulerSpec.budget_peak_flops (TGI v3 compute_optimal) on a listed card; unchanged
+    otherwise (every engine without such a table)."""
+    rate = dict(eng.scheduler.budget_peak_flops).get(hw.id)
+    if rate is None:
+        return eng
+    optimal = int(rate) * tp // int(tgi_flop_per_token(m))
+    if optimal <= TGI_MIN_OPTIMAL_TOKENS:
+        return eng
+    sched = eng.scheduler.model_copy(update={"max_num_batched_tokens": min(optimal, m.max_context)})
+    return eng.model_copy(update={"scheduler": sched})
 
 
 def server_presets(base: dict[str, EngineProfile]) -> list[EngineProfile]:

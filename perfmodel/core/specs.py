@@ -92,6 +92,12 @@ class SchedulerSpec(Spec):
         default=(), description="(device-name substring, max running sequences) rows, first "
         "match wins, overriding max_num_seqs (LMDeploy get_max_batch_size reads the CUDA device "
         "name; core/engines_servers.py). Empty: max_num_seqs.")
+    budget_peak_flops: tuple[tuple[str, float], ...] = Field(
+        default=(), description="(hardware_db id, FLOP/s) rows of an engine that sizes its "
+        "token budget by compute: on a listed card the budget becomes that FLOP/s x the "
+        "tensor-parallel GPUs / the model's FLOP per token, capped at its context (TGI v3 "
+        "launcher compute_optimal; core/engines_servers.at_deployment, applied by "
+        "core/resolve.py). Other cards keep max_num_batched_tokens.")
     source: str = Field(default="", description="Where the limits come from.")
 
     def limits(self, hw: "HardwareSpec", pp: int = 1) -> tuple[int | None, int | None]:
