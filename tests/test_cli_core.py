@@ -107,7 +107,8 @@ def test_cli_fuzz_exits_0_or_2_without_traceback(command, pairs):
        st.sampled_from(["h100-sxm", "rtx-4090", "mi300x", "tpu-v5e", "apple-m4-max", "t4", "zzz"]),
        st.sampled_from(["bf16", "fp8", "int8", "int4", "fp4", "fp32", "q4"]),
        st.integers(-2, 300), st.integers(-1, 40000), st.integers(-1, 5000),
-       st.sampled_from([1, 2, 3, 8]), st.sampled_from(["hf-eager", "vllm", "llama-cpp", "bad"]))
+       st.sampled_from([1, 2, 3, 8]),
+       st.sampled_from(["hf-eager", "vllm", "llama-cpp", "tgi", "lmdeploy", "bad"]))
 def test_predict_api_fuzz_returns_typed_result_or_clean_error(model, gpu, w, B, P, O, tp, eng):
     try:
         r = api.predict_request(model, gpu, weights=w, batch=B, prompt=P, output=O, tp=tp, engine=eng)

@@ -54,7 +54,7 @@ def test_mixtral_int4_experts_op_no_longer_doubles_below_e():
 
 @given(st.sampled_from(["mixtral-8x7b", "qwen3-30b-a3b", "llama-3.1-8b"]),
        st.sampled_from(["a100-sxm-80gb", "h100-sxm", "l4", "mi300x"]),
-       st.sampled_from(["vllm", "sglang", "trtllm", "llama-cpp"]),
+       st.sampled_from(["vllm", "sglang", "trtllm", "llama-cpp", "tgi", "lmdeploy"]),
        st.sampled_from(["bf16", "fp8", "int4"]), st.sampled_from([1, 2]),
        st.integers(0, 8192))
 def test_matmul_ops_grow_monotonely_and_boundedly_in_the_decode_batch(model, gpu, engine, w,

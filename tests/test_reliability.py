@@ -125,7 +125,7 @@ GPUS = ["h100-sxm", "h200-sxm", "gb200", "a10", "rtx-4090", "mi300x", "l4", "t4"
        kv=st.sampled_from([None, "fp8", "fp32"]), tp=st.sampled_from([1, 2, 4, 8]),
        pp=st.sampled_from([1, 2]), ep=st.sampled_from([1, 4]), batch=st.integers(1, 1024),
        context=st.integers(0, 120_000), new_tokens=st.integers(1, 16),
-       engine=st.sampled_from(["vllm", "hf-eager", "trtllm", "llama-cpp"]))
+       engine=st.sampled_from(["vllm", "hf-eager", "trtllm", "llama-cpp", "tgi", "lmdeploy"]))
 def test_mfu_and_mbu_never_exceed_one(model, gpu, weights, activations, kv, tp, pp, ep, batch,
                                       context, new_tokens, engine):
     try:

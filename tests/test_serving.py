@@ -19,7 +19,7 @@ from perfmodel.serving.curve import (CurvePoint, Knee, MaxThroughput, ServeCurve
 
 MODELS = ["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "gemma-2-9b", "llama-3.2-1b"]
 GPUS = ["h100-sxm", "a100-sxm-80gb", "l4", "rtx-4090", "mi300x", "h200-sxm"]
-ENGINES = ["vllm", "sglang", "trtllm", "llama-cpp", "hf-eager", "torch-compile"]
+ENGINES = ["vllm", "sglang", "trtllm", "llama-cpp", "hf-eager", "torch-compile", "tgi", "lmdeploy"]
 models, gpus, engines = st.sampled_from(MODELS), st.sampled_from(GPUS), st.sampled_from(ENGINES)
 weights = st.sampled_from(["bf16", "fp8", "int4"])
 lengths = st.integers(1, 4096)

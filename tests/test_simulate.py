@@ -127,7 +127,7 @@ def _max_prefill_tok_s(sc, prompt: int, budget: int) -> float:
     return float(np.max(B * prompt / np.asarray(step(sc, B, prompt, 0).time_s)))
 
 
-engines = st.sampled_from(["vllm", "sglang", "trtllm", "llama-cpp"])
+engines = st.sampled_from(["vllm", "sglang", "trtllm", "llama-cpp", "tgi", "lmdeploy"])
 
 
 @given(engines, st.integers(1, 48), st.integers(64, 4096), st.integers(2, 48))

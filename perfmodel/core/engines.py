@@ -353,6 +353,10 @@ ENGINES["trtllm-trt"] = ENGINES["trtllm"].model_copy(update=dict(
     source="TensorRT-LLM perf-overview and kv-cache docs; TensorRT engine backend (docs torch.md: "
            "the PyTorch backend arrived in 0.17)"))
 
+# Hugging Face TGI (v3) and LMDeploy TurboMind: sourced scheduler and memory defaults, host costs
+# of the nearest preset above (core/engines_servers.py).
+from perfmodel.core.engines_servers import server_presets  # noqa: E402
+ENGINES.update({e.id: e for e in server_presets(ENGINES)})
 
 # How far a preset's datasheet-only step time (default efficiencies) may miss the project's
 # own measurements of the engine it names: the median |predicted / measured - 1| over one

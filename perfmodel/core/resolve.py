@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from perfmodel.core.catalog import load_model
 from perfmodel.core.efficiency import default_efficiency
 from perfmodel.core.engines import load_engine
+from perfmodel.core.engines_servers import at_deployment
 from perfmodel.core.errors import PerfModelError, pydantic_message
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.parallel import validate_deployment
@@ -71,4 +72,5 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
     except ValidationError as exc:
         raise PerfModelError(f"deployment {pydantic_message(exc)}") from None
     validate_deployment(m, dep)
+    eng = at_deployment(eng, m, hw, dep.tp)   # limits an engine derives from model and card
     return Scenario(m, hw, prec, eng, eff, dep, attention), warnings, assumptions

@@ -88,13 +88,24 @@ class SchedulerSpec(Spec):
         "memory (vLLM's own rule for the A100, arg_utils.get_batch_defaults).")
     small_gpu_max_num_seqs: int | None = Field(default=None, gt=0)
     small_gpu_max_num_batched_tokens: int | None = Field(default=None, gt=0)
+    max_num_seqs_by_name: tuple[tuple[str, int], ...] = Field(
+        default=(), description="(device-name substring, max running sequences) rows, first "
+        "match wins, overriding max_num_seqs (LMDeploy get_max_batch_size reads the CUDA device "
+        "name; core/engines_servers.py). Empty: max_num_seqs.")
+    budget_peak_flops: tuple[tuple[str, float], ...] = Field(
+        default=(), description="(hardware_db id, FLOP/s) rows of an engine that sizes its "
+        "token budget by compute: on a listed card the budget becomes that FLOP/s x the "
+        "tensor-parallel GPUs / the model's FLOP per token, capped at its context (TGI v3 "
+        "launcher compute_optimal; core/engines_servers.at_deployment, applied by "
+        "core/resolve.py). Other cards keep max_num_batched_tokens.")
     source: str = Field(default="", description="Where the limits come from.")
 
     def limits(self, hw: "HardwareSpec", pp: int = 1) -> tuple[int | None, int | None]:
         """(max running sequences, token budget) on this GPU at this pipeline depth."""
         seqs, tokens = self.max_num_seqs, self.max_num_batched_tokens
+        name = f"{hw.id} {hw.name}".lower()
+        seqs = next((n for part, n in self.max_num_seqs_by_name if part in name), seqs)
         if self.small_gpu_bytes is not None:
-            name = f"{hw.id} {hw.name}".lower()
             if hw.memory_bytes < self.small_gpu_bytes or any(s in name for s in self.small_gpu_excludes):
                 seqs, tokens = self.small_gpu_max_num_seqs, self.small_gpu_max_num_batched_tokens
         if seqs is not None and self.seqs_divided_by_pp:

@@ -79,6 +79,8 @@ FRAMEWORK_ENGINES: tuple[tuple[str, str], ...] = (
     (r"gpt-fast", "torch-compile"),
     (r"^vllm", "vllm"),
     (r"^sglang", "sglang"),
+    (r"^(hugging ?face )?(tgi|text[- ]generation[- ]inference)\b", "tgi"),
+    (r"^lmdeploy|turbomind", "lmdeploy"),
     (r"^hf transformers|^hugging ?face|^transformers", "hf-eager"),
     (r"^llama\.cpp|^ollama", "llama-cpp"),
     (r"^exllama", "llama-cpp"),
