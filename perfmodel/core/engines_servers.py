@@ -5,14 +5,11 @@ Every scheduler limit and memory setting below is the engine's shipped default, 
 file of the stored repository (huggingface/text-generation-inference, InternLM/lmdeploy) and
 the commit it was read at. Host-cost fields have no measurement of these engines: they take
 the value of the nearest existing preset, read from that preset (not copied), and say so in
-the preset's source text. Not modelled (they change what a benchmark against these servers
-sees, and are listed here so that a reader does not assume otherwise):
-- TGI's admission rule while a batch runs (backends/v3/src/backend.rs batching_task, commit
-  1d0847a90e6b): a waiting batch is prefilled only if it holds at least
-  floor(running x waiting_served_ratio) requests (0.3, launcher default) or max_waiting_tokens
-  (20) decode steps have passed since the last prefill; the simulator admits at once.
-- TGI's router refuses (HTTP 429) requests beyond max_concurrent_requests (128) instead of
-  queueing them; the simulator queues them.
+the preset's source text. Modelled since the preset landed: TGI's join rule while a batch runs
+(waiting_served_ratio 0.3 / max_waiting_tokens 20, serving/sim_batch_wait.py) and its refusal
+(HTTP 429) beyond max_concurrent_requests (a concurrency above 128 does not fit). Not modelled
+(it changes what a benchmark against these servers sees, and is listed here so that a reader
+does not assume otherwise):
 - Prefix caching (TGI v3 default; LMDeploy off by default): benchmark prompts rarely share
   prefixes, and the simulator does not model cache hits.
 """
@@ -59,14 +56,24 @@ TGI_KV_BLOCK_TOKENS = 1
 # per-sequence Python work of the shards (filtering, next-token choosers) runs in series.
 # v3 splits prompts longer than the budget ("Chunking Code", docs/source/conceptual/chunking.md
 # at commit 042791fbd574, the TGI v3 overview).
+# Joining a running batch (backend.rs batching_task @1d0847a9 with queue.rs next_batch):
+# waiting requests join only if floor(running x WAITING_SERVED_RATIO) of them fit, or once
+# MAX_WAITING_TOKENS decodes passed since the last prefill; launcher reference @032fc4c4:
+# WAITING_SERVED_RATIO "[default: 0.3]", MAX_WAITING_TOKENS "[default: 20]". The router takes
+# at most MAX_CONCURRENT_REQUESTS at once and answers the rest 429 (refuses, never queues).
+TGI_WAITING_SERVED_RATIO = 0.3
+TGI_MAX_WAITING_TOKENS = 20
 TGI_SCHEDULER = SchedulerSpec(
     max_num_seqs=TGI_MAX_CONCURRENT_REQUESTS, max_num_batched_tokens=TGI_MAX_BATCH_PREFILL_TOKENS,
     chunked_prefill=True, mixed_prefill=False, prefill_first=True, overlap_scheduler=False,
-    budget_peak_flops=TGI_F16_FLOPS_BY_GPU,
+    budget_peak_flops=TGI_F16_FLOPS_BY_GPU, waiting_served_ratio=TGI_WAITING_SERVED_RATIO,
+    max_waiting_tokens=TGI_MAX_WAITING_TOKENS, refuses_over_max_seqs=True,
     source="TGI v3 launcher defaults (docs/source/reference/launcher.md @032fc4c4: "
            "max_concurrent_requests 128; max_batch_prefill_tokens 4096, or f16 FLOP/s x GPUs / "
            "model FLOP per token on H100 SXM, L4, A10G: launcher main.rs compute_optimal); backends/v3/src/backend.rs @1d0847a9 (prefill runs as its "
-           "own step before the next decode, no overlap)")
+           "own step before the next decode, no overlap; a join needs floor(running x "
+           "waiting_served_ratio 0.3) requests or max_waiting_tokens 20 decodes; requests beyond "
+           "max_concurrent_requests are refused, HTTP 429)")
 
 # --------------------------------------------------------------------------- LMDeploy TurboMind
 # TurbomindEngineConfig defaults, lmdeploy/messages.py at commit 0043859b6cfe:

@@ -98,6 +98,16 @@ class SchedulerSpec(Spec):
         "tensor-parallel GPUs / the model's FLOP per token, capped at its context (TGI v3 "
         "launcher compute_optimal; core/engines_servers.at_deployment, applied by "
         "core/resolve.py). Other cards keep max_num_batched_tokens.")
+    waiting_served_ratio: float | None = Field(
+        default=None, gt=0, description="TGI v3 join rule (backends/v3/src/backend.rs "
+        "batching_task): while a batch runs, waiting requests join it in a prefill step of "
+        "their own only if at least floor(running x this ratio) of them are admitted ...")
+    max_waiting_tokens: int | None = Field(
+        default=None, gt=0, description="... or once this many decode steps passed since the "
+        "last prefill (the counter is 1 after a prefill, +1 per decode). None (both): no rule.")
+    refuses_over_max_seqs: bool = Field(
+        default=False, description="Requests beyond max_num_seqs are refused (TGI router: "
+        "max_concurrent_requests, HTTP 429), not queued: a concurrency above it does not fit.")
     source: str = Field(default="", description="Where the limits come from.")
 
     def limits(self, hw: "HardwareSpec", pp: int = 1) -> tuple[int | None, int | None]:

@@ -44,7 +44,8 @@ POLICY_FIELDS = frozenset(("static", "mixed", "chunked", "max_seqs", "token_budg
                            "total_blocks", "block_tokens", "reserve_output",
                            "request_overhead_s", "recv_interval_steps",
                            "overlap", "idle_takes_one", "batch_wait_iters", "batch_wait_tokens",
-                           "adp_wait_iters", "adp_ranks", "rank_tokens"))
+                           "adp_wait_iters", "adp_ranks", "rank_tokens", "join_ratio",
+                           "join_wait_steps"))
 """The scheduler.Policy parameters the epoch models; with any other, it leaves every
 iteration to the general loop (tests/test_decode_epoch.py then says it no longer runs)."""
 
@@ -57,7 +58,8 @@ def decode_epoch(sim) -> None:
     if (not sim.nrun or budget < sim.nrun or pol.static or not _modelled(type(pol))
             or pol.recv_interval_steps > 1         # polling every n steps: the general loop
             or pol.batch_wait_iters                # prompts held while decodes run: the same
-            or pol.adp_wait_iters):
+            or pol.adp_wait_iters
+            or pol.join_ratio is not None):        # TGI's join rule: the general loop
         return
     ep = _Epoch(sim)
     try:

@@ -26,7 +26,8 @@ arrival, a finish, KV running out) a decode-only batch is fixed and every contex
 per step, so such runs are priced in one vectorized call. With Policy.batch_wait_iters
 (TensorRT-LLM batch_wait_timeout_iters / batch_wait_max_tokens_ratio) prompts beside running
 decodes are held until enough tokens are scheduled or the iterations run out
-(serving/sim_batch_wait.py).
+(serving/sim_batch_wait.py); with Policy.join_ratio (TGI v3) a prefill beside a running batch
+waits for enough admissions or max_waiting_tokens decode steps (the same module).
 Most iterations run in decode epochs (serving/decode_epoch.py): these decisions on scalars
 (a histogram of contexts mod the page size, a shared step count), the same trace.
 
@@ -83,6 +84,8 @@ class _Sim(KvBlocks, BatchWait):
         self.admitted = 0                       # requests the last _plan took from waiting
         self.wait_ct = 0                        # iterations prompts were held (batch waiting)
         self.woken = False                      # an idle engine blocked on its empty queue
+        self.since = 0                          # decode steps since the last prefill (TGI join)
+        self.joined = False                     # the last step was a join prefill (TGI)
         self.closed = req.send_s is None
         if self.closed:
             for _ in range(min(int(req.concurrency or 1), n)):
@@ -315,6 +318,8 @@ class _Sim(KvBlocks, BatchWait):
 
     def _record(self, d, p, steps, dur) -> None:
         self.tr.segments.append((self.t, dur, steps, d, p, len(self.waiting), self.used_blocks))
+        if self.pol.join_ratio is not None:     # TGI's join rule counts (sim_batch_wait.py)
+            self.since, self.joined = (0, self.joined) if p else (self.since + steps, False)
         self.tr.max_running = max(self.tr.max_running, self.nrun)
 
     def _tick(self) -> None:

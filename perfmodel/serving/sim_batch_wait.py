@@ -23,6 +23,8 @@ class BatchWait:
         each arrival to the least-loaded rank), unless some rank runs no decode (taken as
         fewer decode rows than ranks) or adp_wait_iters iterations were held."""
         pol = self.pol
+        if pol.join_ratio is not None:
+            return self._join_held(chunks)
         if pol.adp_wait_iters and chunks:
             if (len(chunks) >= pol.adp_ranks or dec.size < pol.adp_ranks
                     or self.wait_ct >= pol.adp_wait_iters):
@@ -37,6 +39,30 @@ class BatchWait:
             return False
         return True
 
+    def _join_held(self, chunks: list) -> bool:
+        """TGI v3's join rule (backends/v3/src/backend.rs batching_task @1d0847a9, queue.rs
+        State.next_batch): while a batch of `size` runs, the queue gives a new batch only if it
+        holds at least min_size = floor(size x waiting_served_ratio) requests (computed in f32)
+        that fit the budgets, unless waiting_tokens >= max_waiting_tokens (waiting_tokens is 1
+        after a prefill and grows by 1 per decode, so after max_waiting_tokens - 1 decode
+        steps); the new batch prefills in a step of its own and the next forward is a decode
+        of both. An idle engine (next_batch(None, ...)) and a running prompt's next chunk are
+        not held."""
+        pol, m = self.pol, self.admitted
+        size = self.nrun - m
+        if not chunks or size <= 0 or len(chunks) != m:
+            return False
+        run = self._run()[:size]
+        if not np.any(self.done[run] >= self.need[run]):
+            return False                      # nothing decoding to run instead
+        if self.joined:
+            return True                       # a join prefill is followed by a decode
+        min_size = int(np.floor(np.float32(size) * np.float32(pol.join_ratio)))
+        if m >= min_size or self.since + 1 >= pol.join_wait_steps:
+            self.joined = True
+            return False
+        return True
+
     def _hold(self, dec: np.ndarray) -> None:
         """The prompts _plan scheduled wait: the newly admitted go back to the head of the
         queue, and the decodes run alone until the next event or the timeout (each held
@@ -47,5 +73,11 @@ class BatchWait:
             back = self._rbuf[self.nrun - m:self.nrun].tolist()
             self.nrun -= m
             self.waiting.extendleft(reversed(back))
+        if self.pol.join_ratio is not None:   # TGI: the running batch decodes (no prompt
+            dec, _ = self._plan(force_decode=True)   # was planned beside it) until an event,
+            cap = 1 if self.joined else self.pol.join_wait_steps - 1 - self.since  # or the wait
+            if dec.size:
+                self._decode_run(dec, max(1, cap))
+            return
         limit = self.pol.adp_wait_iters or self.pol.batch_wait_iters
         self.wait_ct += self._decode_run(dec, limit - self.wait_ct)

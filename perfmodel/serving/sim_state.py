@@ -48,6 +48,12 @@ class Policy:
     # attention DP (serving/simulate.py _policy): a request lives on one DP rank, so one
     # step gives it at most that rank's token budget (None: the step's budget)
     rank_tokens: int | None = None
+    # TGI v3 join rule (SchedulerSpec.waiting_served_ratio / max_waiting_tokens; serving/
+    # sim_batch_wait.py): beside a running batch a prefill step runs only if it admits at
+    # least floor(running x join_ratio) requests or join_wait_steps decode steps passed since
+    # the last prefill; None: off (every other engine)
+    join_ratio: float | None = None
+    join_wait_steps: int = 0
 
 
 @dataclass

@@ -235,11 +235,16 @@ def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
                  batch_wait_iters=sched.batch_wait_timeout_iters if sc.dep.dp == 1 else 0,
                  batch_wait_tokens=_batch_wait_tokens(sched.batch_wait_max_tokens_ratio, budget),
                  adp_wait_iters=sched.adp_balance_timeout_iters if sc.dep.dp > 1 else 0,
-                 adp_ranks=sc.dep.dp, rank_tokens=None if static else rank_tokens)
+                 adp_ranks=sc.dep.dp, rank_tokens=None if static else rank_tokens,
+                 join_ratio=sched.waiting_served_ratio,
+                 join_wait_steps=sched.max_waiting_tokens or 0)
     reason, fits = f"KV pool {kv.tokens} tokens", True
     if wl.concurrency is not None:
         resident = min(wl.concurrency, wl.n_requests)
-        if resident > max_seqs:
+        if resident > max_seqs and sched.refuses_over_max_seqs:
+            fits, reason = False, (f"concurrency {resident} > {max_seqs} requests the server "
+                                   "takes at once: it refuses the rest (HTTP 429)")
+        elif resident > max_seqs:
             fits, reason = False, (f"concurrency {resident} > {max_seqs} sequences the engine "
                                    "runs at once: the rest queue")
         elif resident * need > kv.blocks:
