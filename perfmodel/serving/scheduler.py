@@ -86,6 +86,8 @@ class _Sim(KvBlocks, BatchWait):
         self.woken = False                      # an idle engine blocked on its empty queue
         self.since = 0                          # decode steps since the last prefill (TGI join)
         self.joined = False                     # the last step was a join prefill (TGI)
+        if pol.join_ratio is not None:          # TGI's join rule counts its steps; every
+            self._record = self._record_join    # other engine keeps the plain _record
         self.closed = req.send_s is None
         if self.closed:
             for _ in range(min(int(req.concurrency or 1), n)):
@@ -318,9 +320,12 @@ class _Sim(KvBlocks, BatchWait):
 
     def _record(self, d, p, steps, dur) -> None:
         self.tr.segments.append((self.t, dur, steps, d, p, len(self.waiting), self.used_blocks))
-        if self.pol.join_ratio is not None:     # TGI's join rule counts (sim_batch_wait.py)
-            self.since, self.joined = (0, self.joined) if p else (self.since + steps, False)
         self.tr.max_running = max(self.tr.max_running, self.nrun)
+
+    def _record_join(self, d, p, steps, dur) -> None:
+        """_record, and TGI's counters: decode steps since the last prefill (sim_batch_wait)."""
+        _Sim._record(self, d, p, steps, dur)
+        self.since, self.joined = (0, self.joined) if p else (self.since + steps, False)
 
     def _tick(self) -> None:
         """One scheduler iteration: spend the call's budget; the clock must stay finite (a

@@ -23,8 +23,6 @@ class BatchWait:
         each arrival to the least-loaded rank), unless some rank runs no decode (taken as
         fewer decode rows than ranks) or adp_wait_iters iterations were held."""
         pol = self.pol
-        if pol.join_ratio is not None:
-            return self._join_held(chunks)
         if pol.adp_wait_iters and chunks:
             if (len(chunks) >= pol.adp_ranks or dec.size < pol.adp_ranks
                     or self.wait_ct >= pol.adp_wait_iters):
@@ -32,7 +30,7 @@ class BatchWait:
                 return False
             return True
         if not (pol.batch_wait_iters and chunks and dec.size):
-            return False
+            return pol.join_ratio is not None and self._join_held(chunks)   # TGI (below)
         tokens = sum(float(self.need[i]) for i, _ in chunks) + dec.size
         if self.wait_ct >= pol.batch_wait_iters or tokens >= pol.batch_wait_tokens:
             self.wait_ct = 0
