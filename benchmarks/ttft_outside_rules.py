@@ -1,5 +1,5 @@
 """Which aggregated serving rows miss the TTFT band (|error| > 25%), and which doc section
-accounts for each (docs/ttft_residual.md). A diagnostic over a `perfmodel validate
+accounts for each (docs/ttft_outside.md). A diagnostic over a `perfmodel validate
 --serving-predictor sim --json` result: nothing here feeds a prediction.
 
 Classes:
@@ -7,7 +7,7 @@ Classes:
      the fastest GEMM rate measured, a mean TTFT that falls by more than 40% as C or the prompt
      grows (no predictor whose TTFT does not fall can put both rows of such a pair in the band);
   b  a mechanism is named in a doc, but no source prices it;
-  c  not investigated yet (a first look is in docs/ttft_residual.md).
+  c  not investigated yet (a first look is in docs/ttft_outside.md).
 The rules are tried in order; the first that matches names the row.
 """
 
@@ -155,7 +155,7 @@ RULES = [
     ("vLLM 0.12.0 Llama-3.1-8B FP8: prompt compute partly skipped (prefix cache?)", "b",
      "aic_vllm012.md section 3; aic_recipes.md, Rejected",
      lambda r, c, f: _v(r, "vllm", "0.12.0", "llama-3.1-8b", "h200-sxm")),
-    ("mean TTFT falls > 40% as C or the prompt grows", "a", "ttft_residual.md, class a", lambda r, c, f: r["row_id"] in f),
+    ("mean TTFT falls > 40% as C or the prompt grows", "a", "ttft_outside.md, class a", lambda r, c, f: r["row_id"] in f),
     ("a request waits over half a generation: a running cap or KV pool smaller than simulated",
      "b", "serve.md, The KV pool at high concurrency; host_ceiling.md",
      lambda r, c, f: _fast(r) and r["measured_ttft_s"] > WAIT_SHARE * r["output_tokens"]
@@ -179,7 +179,7 @@ RULES = [
      "aic_vllm012.md sections 1-2",
      lambda r, c, f: _v(r, "vllm", "0.12.0", "qwen3-235b-a22b")),
     ("AIC fixed-length loops, ISL <= 1024, over-predicted: simulated waves stay in lock-step",
-     "c", "ttft_residual.md, First look",
+     "c", "ttft_outside.md, First look",
      lambda r, c, f: r["engine_version"] in ("1.0.0rc3", "0.12.0") and not _fast(r)
      and r["model"] in ("qwen3-32b", "qwen3-235b-a22b") and r["prompt_tokens"] <= 1024),
     ("SGLang Qwen3.5 0.5.9 fp8: prompt rate ~2x on Blackwell, ~300 ms floor on H200", "b",

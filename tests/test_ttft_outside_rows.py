@@ -1,4 +1,4 @@
-"""The claims docs/ttft_residual.md makes about the shipped serving file (class a rows, the
+"""The claims docs/ttft_outside.md makes about the shipped serving file (class a rows, the
 waits and prompt rates it quotes), counted from the file and hand arithmetic, and the
 classifier's rules on small hand-made rows. No validation run: these stay cheap."""
 
@@ -15,8 +15,8 @@ from perfmodel.analysis.validation.serving_run import DEFAULT_SERVING
 
 ROOT = Path(__file__).resolve().parents[1]
 # the rules live beside their script (benchmarks/), out of the validation code
-_spec = importlib.util.spec_from_file_location("ttft_residual_rules",
-                                               ROOT / "benchmarks" / "ttft_residual_rules.py")
+_spec = importlib.util.spec_from_file_location("ttft_outside_rules",
+                                               ROOT / "benchmarks" / "ttft_outside_rules.py")
 tr = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(tr)
 
@@ -177,8 +177,8 @@ def test_the_script_prints_the_arithmetic_and_refuses_bad_input(tmp_path, capsys
     import importlib.util  # noqa: PLC0415
     import json  # noqa: PLC0415
     from perfmodel.analysis.validation.run import ROOT  # noqa: PLC0415
-    spec = importlib.util.spec_from_file_location("ttft_residual_script",
-                                                  ROOT / "benchmarks" / "ttft_residual.py")
+    spec = importlib.util.spec_from_file_location("ttft_outside_script",
+                                                  ROOT / "benchmarks" / "ttft_outside.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     rows = [dict(_row(row_id=f"r{i}", ttft_ape=e, predicted_ttft_s=0.1 * (1 + e)), mode="agg")

@@ -1,11 +1,11 @@
 """The aggregated serving rows outside the TTFT band, by class, rule and group, with the doc
-section that accounts for each (the rules: benchmarks/ttft_residual_rules.py;
-the account: docs/ttft_residual.md).
+section that accounts for each (the rules: benchmarks/ttft_outside_rules.py;
+the account: docs/ttft_outside.md).
 
     perfmodel validate --serving-predictor sim --json > V.json
-    python benchmarks/ttft_residual.py V.json [--data CSV] [--rules] [--groups]
-    python benchmarks/ttft_residual.py --replay ROW_ID [--range-ratio R]
-    python benchmarks/ttft_residual.py --what-if-range-ratio R
+    python benchmarks/ttft_outside.py V.json [--data CSV] [--rules] [--groups]
+    python benchmarks/ttft_outside.py --replay ROW_ID [--range-ratio R]
+    python benchmarks/ttft_outside.py --what-if-range-ratio R
 
 Prints the row-count arithmetic of the "TTFT within 25% >= 80%" target, then the rows outside
 per class, (--rules) per rule, (--groups) per (engine, version, model, GPU, weights).
@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import ttft_residual_rules as tr  # noqa: E402  (this folder: the rules, kept out of the validation code)
+import ttft_outside_rules as tr  # noqa: E402  (this folder: the rules, kept out of the validation code)
 from perfmodel.analysis.validation.serving_run import DEFAULT_SERVING  # noqa: E402
 
 
