@@ -72,7 +72,7 @@ def test_other_presets_keep_their_limits():
     (arg_utils.get_batch_defaults: 256 sequences, 2048 tokens below 70 GiB or on an A100)
     still applies."""
     assert all(not e.scheduler.max_num_seqs_by_name
-               for k, e in ENGINES.items() if k != "lmdeploy")
+               for k, e in ENGINES.items() if k not in ("lmdeploy", "lmdeploy-pytorch"))
     assert ENGINES["vllm"].scheduler.limits(load_gpu("a100-sxm-80gb")) == (256, 2048)
     assert ENGINES["vllm"].scheduler.limits(load_gpu("h100-sxm")) == (1024, 8192)
 

@@ -95,15 +95,18 @@ def test_closed_loop_epochs_match_the_general_loop_and_finite():
 def test_only_the_pytorch_backend_of_trtllm_overlaps():
     """TensorRT-LLM docs (overlap-scheduler.md): "Enabled by default"; the 0.x C++ runtime
     (trtllm-trt) has no such loop; vLLM's async scheduling is on by default since 0.14.0
-    (vllm#27614); SGLang's event_loop_overlap since v0.4 (tests/test_sglang_overlap.py); the
-    other presets model none."""
+    (vllm#27614); SGLang's event_loop_overlap since v0.4 (tests/test_sglang_overlap.py);
+    LMDeploy's PyTorch engine loop prefetches the next forward (engine_loop.py @0434b937,
+    tests/test_lmdeploy_pytorch.py); the other presets model none."""
     assert ENGINES["vllm"].scheduler.overlap_scheduler and ENGINES["sglang"].scheduler.overlap_scheduler
     trt = ENGINES["trtllm"]
     assert trt.scheduler.overlap_scheduler and trt.server_scheduler.overlap_scheduler
     old = ENGINES["trtllm-trt"]
     assert not old.scheduler.overlap_scheduler and not old.server_scheduler.overlap_scheduler
     others = [e for k, e in ENGINES.items()
-              if not k.startswith("trtllm") and k not in ("vllm", "sglang") and e.scheduler]
+              if not k.startswith("trtllm") and k not in ("vllm", "sglang", "lmdeploy-pytorch")
+              and e.scheduler]
+    assert ENGINES["lmdeploy-pytorch"].scheduler.overlap_scheduler
     assert others and not any(e.scheduler.overlap_scheduler for e in others)
     assert SchedulerSpec().overlap_scheduler is False
 

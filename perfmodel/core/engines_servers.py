@@ -1,5 +1,6 @@
-"""Engine presets for two more serving stacks: Hugging Face text-generation-inference (TGI, v3)
-and InternLM LMDeploy (TurboMind engine). Registered in core/engines.py (ENGINES).
+"""Engine presets for more serving stacks: Hugging Face text-generation-inference (TGI, v3)
+and InternLM LMDeploy (TurboMind engine, and its PyTorch engine). Registered in
+core/engines.py (ENGINES).
 
 Every scheduler limit and memory setting below is the engine's shipped default, cited to the
 file of the stored repository (huggingface/text-generation-inference, InternLM/lmdeploy) and
@@ -7,7 +8,8 @@ the commit it was read at. Host-cost fields have no measurement of these engines
 the value of the nearest existing preset, read from that preset (not copied), and say so in
 the preset's source text. Modelled since the preset landed: TGI's join rule while a batch runs
 (waiting_served_ratio 0.3 / max_waiting_tokens 20, serving/sim_batch_wait.py) and its refusal
-(HTTP 429) beyond max_concurrent_requests (a concurrency above 128 does not fit). Not modelled
+(HTTP 429) beyond max_concurrent_requests (a concurrency above 128 does not fit); LMDeploy
+PyTorch's step policy (prefill deferral, whole prompts; serving/sim_batch_wait.py). Not modelled
 (it changes what a benchmark against these servers sees, and is listed here so that a reader
 does not assume otherwise):
 - Prefix caching (TGI v3 default; LMDeploy off by default): benchmark prompts rarely share
@@ -104,6 +106,48 @@ LMDEPLOY_SCHEDULER = SchedulerSpec(
            "lmdeploy/utils.py get_max_batch_size @726c5fe9 (384 on A100, 1024 on H100/H800/H200, "
            "else 128); LlamaBatch.cc (prompt tokens and decode rows in one forward)")
 
+# --------------------------------------------------------------------------- LMDeploy PyTorch
+# PytorchEngineConfig defaults, lmdeploy/messages.py at commits 0043859b6cfe and 9f134dc46ed3
+# (the same values in both): max_batch_size None, then get_max_batch_size(device_type)
+# (lmdeploy/pytorch/engine/config_builder.py update_engine_config; lmdeploy/utils.py: for
+# 'cuda' the TurboMind table above by CUDA device name, else 128); cache_max_entry_count 0.8
+# of free memory; block_size 64; max_prefill_token_num 4096 ("tokens per iteration");
+# prefill_interval 16; eager_mode False (CUDA graphs on).
+LMDEPLOY_PT_MAX_PREFILL_TOKENS = 4096
+LMDEPLOY_PT_PREFILL_INTERVAL = 16
+# Step policy, lmdeploy/pytorch/engine/inputs_maker.py at commit 053945e0b50f,
+# do_prefill_default: no waiting request -> decode; else prefill if the consecutive decode
+# rounds reached prefill_interval (lmdeploy#4532, merged 2026-04-16, "prevent prefill
+# starvation under high decode load"), or the waiting sequences' tokens reach
+# max_prefill_token_num, or `num_ready + num_running < max_batches * 0.5`; else decode.
+LMDEPLOY_PT_PREFILL_BELOW_SHARE = 0.5
+# A prefill forward carries only the newly scheduled sequences (_build_prefill_inputs); the
+# running ones decode in forwards of their own (create_model_inputs_delta): separate steps.
+# paging/scheduler.py _schedule_prefill @01eecaf6 admits waiting sequences in arrival order
+# while `token_count + seq.num_token_ids <= max_prefill_token_num` (the first always), up to
+# max_batches running; a lone sequence longer than that is split by the LongContextChunker
+# into max_prefill_token_num pieces, each a forward of its own (whole_prompts). Chunked
+# prefill proper (misc_config.enable_chunked_prefill, do_prefill_chunked) is off by default.
+# The engine loop plans the next forward before it reads the current one's output
+# (engine/engine_loop.py @0434b937 _main_loop_get_outputs: prefetch_next_inputs, then
+# executor.get_output_async): an overlap loop.
+# Not modelled: in the newest inputs_maker.py a long prompt's non-final chunks let a decode
+# run in between (and short prompts take turns before them); here the chunks run back to back
+# as in the versions before that change.
+LMDEPLOY_PT_SCHEDULER = SchedulerSpec(
+    max_num_seqs=LMDEPLOY_MAX_BATCH_DEFAULT, max_num_seqs_by_name=LMDEPLOY_MAX_BATCH_BY_NAME,
+    max_num_batched_tokens=LMDEPLOY_PT_MAX_PREFILL_TOKENS, chunked_prefill=True,
+    mixed_prefill=False, prefill_first=True, overlap_scheduler=True,
+    prefill_defer_share=LMDEPLOY_PT_PREFILL_BELOW_SHARE,
+    prefill_interval=LMDEPLOY_PT_PREFILL_INTERVAL, whole_prompts=True,
+    source="lmdeploy/messages.py PytorchEngineConfig @0043859b, @9f134dc4 (max_prefill_token_num "
+           "4096, prefill_interval 16); lmdeploy/utils.py get_max_batch_size @726c5fe9; "
+           "pytorch/engine/inputs_maker.py do_prefill_default @053945e0 (prefill beside decodes "
+           "only below half of max_batch_size, at 4096 waiting tokens or after 16 decode "
+           "rounds); pytorch/paging/scheduler.py _schedule_prefill @01eecaf6 (whole prompts "
+           "within 4096 tokens); pytorch/engine/engine_loop.py @0434b937 (next forward planned "
+           "before the current output is read)")
+
 
 def tgi_flop_per_token(m: ModelSpec) -> float:
     """The TGI launcher's model FLOP per token (launcher/src/main.rs Config.flop):
@@ -131,8 +175,9 @@ def at_deployment(eng: EngineProfile, m: ModelSpec, hw: HardwareSpec, tp: int) -
 
 
 def server_presets(base: dict[str, EngineProfile]) -> list[EngineProfile]:
-    """The TGI and LMDeploy presets. `base` holds the presets of core/engines.py, whose host
-    costs stand in where these engines have no measurement (named in each source text)."""
+    """The TGI and LMDeploy (TurboMind, PyTorch) presets. `base` holds the presets of
+    core/engines.py, whose host costs stand in where these engines have no measurement (named
+    in each source text)."""
     vllm, sglang, trt = base["vllm"], base["sglang"], base["trtllm-trt"]
     tgi = EngineProfile(
         id="tgi", name="Hugging Face text-generation-inference (v3, flashinfer, CUDA graphs)",
@@ -181,4 +226,35 @@ def server_presets(base: dict[str, EngineProfile]) -> list[EngineProfile]:
                "of free memory, cache_block_seq_len 64, max_prefill_token_num 8192); "
                "lmdeploy/utils.py get_max_batch_size @726c5fe9. Host costs: no LMDeploy "
                "measurement, the trtllm-trt preset's (C++ runtime)")
-    return [tgi, lmdeploy]
+    lmdeploy_pt = EngineProfile(
+        id="lmdeploy-pytorch", name="LMDeploy PyTorch engine (Triton kernels, decode CUDA graphs)",
+        # A PyTorch model of LMDeploy's own modules (lmdeploy/pytorch/models) over Triton
+        # kernels (lmdeploy/pytorch/kernels/cuda: paged attention, fused MoE, fused RMSNorm +
+        # residual, rotary, SiLU-and-mul), issued from Python as vLLM's are: vLLM's kernels per
+        # layer, graph replay, step and request overhead, and its per-sequence Python run beside
+        # the GPU (the engine loop prefetches the next forward). Decode forwards replay CUDA
+        # graphs of every batch up to max_batches (backends/cuda/graph_runner.py @0222d47a: a
+        # graph per decode batch rounded up to a power of two, captured on first use; the
+        # model's support_cuda_graph is its decoding flag), so prompt forwards run eagerly:
+        # the eager issue cost measured for SGLang (EAGER_LAUNCH_S, in series with the GPU).
+        # No LMDeploy PyTorch measurement of these host costs was found.
+        kernels_per_layer=vllm.kernels_per_layer, launch_s=0.0,
+        graph_launch_s=vllm.graph_launch_s, cpu_overhead_per_step_s=vllm.cpu_overhead_per_step_s,
+        per_request_overhead_s=vllm.per_request_overhead_s,
+        host_per_seq_s=vllm.host_per_seq_s, host_overlap=vllm.host_overlap,
+        eager_launch_s=sglang.eager_launch_s, eager_issue_overlap=sglang.eager_issue_overlap,
+        decode_graph_max_batch=None,
+        attention="paged", batching="continuous", kv_memory_fraction=LMDEPLOY_KV_FREE_FRACTION,
+        kv_fraction_of="free", kv_block_tokens=LMDEPLOY_KV_BLOCK_TOKENS, kv_prealloc="request",
+        # low-bit weights: no efficiency measurement of LMDeploy's kernels, vLLM's rate
+        quant_kernel_efficiency=vllm.quant_kernel_efficiency,
+        dequant_flops_per_weight=vllm.dequant_flops_per_weight, fused_elementwise=True,
+        # PytorchEngineConfig.model_format "weight quantization policy, options: ['fp8']"
+        # (messages.py @9f134dc4)
+        supports_fp8=True, scheduler=LMDEPLOY_PT_SCHEDULER,
+        source="lmdeploy/messages.py PytorchEngineConfig @0043859b/@9f134dc4 (cache_max_entry_count "
+               "0.8 of free memory, block_size 64, eager_mode False, model_format fp8); "
+               "backends/cuda/graph_runner.py @0222d47a (decode graphs up to max_batches). Host "
+               "costs: no LMDeploy measurement, vLLM's preset values and SGLang's eager issue "
+               "cost for prompt forwards")
+    return [tgi, lmdeploy, lmdeploy_pt]

@@ -108,6 +108,20 @@ class SchedulerSpec(Spec):
     refuses_over_max_seqs: bool = Field(
         default=False, description="Requests beyond max_num_seqs are refused (TGI router: "
         "max_concurrent_requests, HTTP 429), not queued: a concurrency above it does not fit.")
+    prefill_defer_share: float | None = Field(
+        default=None, gt=0, le=1, description="LMDeploy PyTorch engine step policy (inputs_maker"
+        ".py do_prefill_default): while requests wait beside running decodes, a prefill step runs "
+        "only if fewer than this share of max_num_seqs sequences run, or the waiting prompts hold "
+        "max_num_batched_tokens tokens, or prefill_interval decode steps ran while they waited; "
+        "else the decodes step. None: no rule (every other engine).")
+    prefill_interval: int | None = Field(
+        default=None, gt=0, description="... (PytorchEngineConfig.prefill_interval); None: no "
+        "such guard.")
+    whole_prompts: bool = Field(
+        default=False, description="Prompts are packed whole into a prefill step while their sum "
+        "stays within max_num_batched_tokens (the first always), never split to fill it; one "
+        "longer runs alone in budget-sized chunks (LMDeploy PyTorch paging/scheduler.py "
+        "_schedule_prefill, LongContextChunker).")
     source: str = Field(default="", description="Where the limits come from.")
 
     def limits(self, hw: "HardwareSpec", pp: int = 1) -> tuple[int | None, int | None]:

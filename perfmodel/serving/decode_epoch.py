@@ -26,9 +26,10 @@ overlap loops, vLLM's async scheduling) an arrival during step n joins step n + 
 (_Sim._release). A sequence leaving the batch, and every one at the end, gets its context,
 blocks and tokens written back. The epoch hands back to the general loop before anything
 else: a token budget below the decoders, a batch that would empty, a step with nothing to
-run, static batching, polling every n steps, batch waiting, attention-DP balance, and a
-Policy with a parameter it does not know (POLICY_FIELDS): a scheduler rule added to _Sim is
-not silently skipped here.
+run, static batching, polling every n steps, batch waiting, attention-DP balance, TGI's join
+rule, LMDeploy PyTorch's prefill deferral and whole-prompt packing, and a Policy with a
+parameter it does not know (POLICY_FIELDS): a scheduler rule added to _Sim is not silently
+skipped here.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ POLICY_FIELDS = frozenset(("static", "mixed", "chunked", "max_seqs", "token_budg
                            "request_overhead_s", "recv_interval_steps",
                            "overlap", "idle_takes_one", "batch_wait_iters", "batch_wait_tokens",
                            "adp_wait_iters", "adp_ranks", "rank_tokens", "join_ratio",
-                           "join_wait_steps"))
+                           "join_wait_steps", "defer_share", "defer_steps",
+                           "whole_prompts"))
 """The scheduler.Policy parameters the epoch models; with any other, it leaves every
 iteration to the general loop (tests/test_decode_epoch.py then says it no longer runs)."""
 
@@ -59,7 +61,8 @@ def decode_epoch(sim) -> None:
             or pol.recv_interval_steps > 1         # polling every n steps: the general loop
             or pol.batch_wait_iters                # prompts held while decodes run: the same
             or pol.adp_wait_iters
-            or pol.join_ratio is not None):        # TGI's join rule: the general loop
+            or pol.join_ratio is not None          # TGI's join rule: the general loop
+            or pol.defer_share is not None or pol.whole_prompts):   # LMDeploy PyTorch: the same
         return
     ep = _Epoch(sim)
     try:

@@ -27,7 +27,9 @@ per step, so such runs are priced in one vectorized call. With Policy.batch_wait
 (TensorRT-LLM batch_wait_timeout_iters / batch_wait_max_tokens_ratio) prompts beside running
 decodes are held until enough tokens are scheduled or the iterations run out
 (serving/sim_batch_wait.py); with Policy.join_ratio (TGI v3) a prefill beside a running batch
-waits for enough admissions or max_waiting_tokens decode steps (the same module).
+waits for enough admissions or max_waiting_tokens decode steps (the same module); with
+Policy.defer_share (LMDeploy PyTorch) a prefill beside running decodes waits while the batch is
+large, the waiting prompts short and fewer than defer_steps decodes ran (the same module).
 Most iterations run in decode epochs (serving/decode_epoch.py): these decisions on scalars
 (a histogram of contexts mod the page size, a shared step count), the same trace.
 
@@ -86,8 +88,9 @@ class _Sim(KvBlocks, BatchWait):
         self.woken = False                      # an idle engine blocked on its empty queue
         self.since = 0                          # decode steps since the last prefill (TGI join)
         self.joined = False                     # the last step was a join prefill (TGI)
-        if pol.join_ratio is not None:          # TGI's join rule counts its steps; every
-            self._record = self._record_join    # other engine keeps the plain _record
+        self.defer_ct = 0                       # decodes while prompts waited (LMDeploy PyTorch)
+        if pol.join_ratio is not None or pol.defer_share is not None:   # TGI's and LMDeploy's
+            self._record = self._record_join    # rules count steps; the rest keep _record
         self.closed = req.send_s is None
         if self.closed:
             for _ in range(min(int(req.concurrency or 1), n)):
@@ -167,7 +170,8 @@ class _Sim(KvBlocks, BatchWait):
                 spare -= extra
                 left -= c
             while (self.waiting and left > 0 and self.nrun < pol.max_seqs
-                   and not preempted):     # vLLM admits nobody in a step that preempted
+                   and not preempted       # vLLM admits nobody in a step that preempted
+                   and not (pol.whole_prompts and partial.size)):   # a long prompt's chunk: alone
                 i = self.waiting[0]
                 c = self._chunk(i, left, bool(chunks or dec.size))
                 if c <= 0:
@@ -190,13 +194,15 @@ class _Sim(KvBlocks, BatchWait):
         """Prompt tokens request i prefills this step with `left` of the budget (0: none).
         Without chunked prefill a prompt runs whole or waits; one longer than the budget
         (a preempted request recomputing its prompt and output so far) runs alone in its step
-        (`shared`: the step already holds other work), else it could never run again."""
+        (`shared`: the step already holds other work), else it could never run again. With
+        whole_prompts (LMDeploy PyTorch) a prompt is not split to fill a shared step either, and
+        one longer than the budget runs alone in budget-sized chunks."""
         rem = float(self.need[i] - self.done[i])
         c = min(rem, left)
         if self.pol.rank_tokens is not None:   # its DP rank's budget (sim_state.Policy)
             c = min(c, float(self.pol.rank_tokens))
-        if not self.pol.chunked and c < rem:
-            return 0.0 if shared else rem
+        if (not self.pol.chunked or self.pol.whole_prompts) and c < rem:
+            return 0.0 if shared else (c if self.pol.chunked else rem)
         return c
 
     def _admissible(self, budget: float) -> bool:
@@ -323,9 +329,11 @@ class _Sim(KvBlocks, BatchWait):
         self.tr.max_running = max(self.tr.max_running, self.nrun)
 
     def _record_join(self, d, p, steps, dur) -> None:
-        """_record, and TGI's counters: decode steps since the last prefill (sim_batch_wait)."""
+        """_record, and the counters of TGI (decode steps since the last prefill) and LMDeploy
+        PyTorch (decode steps while prompts waited: a prefill or an empty queue resets it)."""
         _Sim._record(self, d, p, steps, dur)
         self.since, self.joined = (0, self.joined) if p else (self.since + steps, False)
+        self.defer_ct = 0 if p or not self.waiting else self.defer_ct + steps
 
     def _tick(self) -> None:
         """One scheduler iteration: spend the call's budget; the clock must stay finite (a

@@ -1,7 +1,7 @@
 """Prompt holding of the step-level scheduler (serving/scheduler.py): TensorRT-LLM batch
 waiting (batch_wait_timeout_iters / batch_wait_max_tokens_ratio) and attention-DP balance
-(attention_dp_config enable_balance): scheduled prompts beside running decodes wait while the
-decodes run alone."""
+(attention_dp_config enable_balance), TGI v3's join rule and LMDeploy PyTorch's prefill
+deferral: scheduled prompts beside running decodes wait while the decodes run alone."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ class BatchWait:
                 return False
             return True
         if not (pol.batch_wait_iters and chunks and dec.size):
+            if pol.defer_share is not None:
+                return self._defer_held(chunks)                            # LMDeploy (below)
             return pol.join_ratio is not None and self._join_held(chunks)   # TGI (below)
         tokens = sum(float(self.need[i]) for i, _ in chunks) + dec.size
         if self.wait_ct >= pol.batch_wait_iters or tokens >= pol.batch_wait_tokens:
@@ -61,6 +63,29 @@ class BatchWait:
             return False
         return True
 
+    def _defer_held(self, chunks: list) -> bool:
+        """LMDeploy PyTorch engine, do_prefill_default (lmdeploy/pytorch/engine/inputs_maker.py
+        @053945e0): with requests waiting, the next forward is a prefill if the consecutive
+        decode rounds reached prefill_interval (`_decode_count`, lmdeploy#4532), or the waiting
+        sequences' tokens reach max_prefill_token_num, or num_ready + num_running < max_batches
+        x 0.5; else a decode of the running batch (the count + 1; a prefill forward or an empty
+        queue resets it). An idle engine, and a long prompt's next chunk (the LongContextChunker
+        runs before any choice), are not held."""
+        pol, m = self.pol, self.admitted
+        size = self.nrun - m
+        if not chunks or size <= 0 or len(chunks) != m:
+            return False
+        run = self._run()
+        if not np.any(self.done[run[:size]] >= self.need[run[:size]]):
+            return False                      # nothing decoding to run instead
+        if pol.defer_steps and self.defer_ct >= pol.defer_steps:
+            return False
+        if size < pol.max_seqs * pol.defer_share:
+            return False
+        w = np.concatenate([run[size:], np.fromiter(self.waiting, dtype=int)])
+        budget = float("inf") if pol.token_budget is None else float(pol.token_budget)
+        return float(np.sum(self.need[w] - self.done[w])) < budget
+
     def _hold(self, dec: np.ndarray) -> None:
         """The prompts _plan scheduled wait: the newly admitted go back to the head of the
         queue, and the decodes run alone until the next event or the timeout (each held
@@ -71,11 +96,15 @@ class BatchWait:
             back = self._rbuf[self.nrun - m:self.nrun].tolist()
             self.nrun -= m
             self.waiting.extendleft(reversed(back))
-        if self.pol.join_ratio is not None:   # TGI: the running batch decodes (no prompt
-            dec, _ = self._plan(force_decode=True)   # was planned beside it) until an event,
-            cap = 1 if self.joined else self.pol.join_wait_steps - 1 - self.since  # or the wait
+        pol = self.pol
+        if pol.join_ratio is not None or pol.defer_share is not None:   # TGI, LMDeploy: the
+            dec, _ = self._plan(force_decode=True)   # running batch decodes (no prompt was
+            if pol.join_ratio is not None:           # planned beside it) until an event or
+                cap = 1 if self.joined else pol.join_wait_steps - 1 - self.since   # the wait
+            else:
+                cap = pol.defer_steps - self.defer_ct if pol.defer_steps else None
             if dec.size:
-                self._decode_run(dec, max(1, cap))
+                self._decode_run(dec, None if cap is None else max(1, cap))
             return
         limit = self.pol.adp_wait_iters or self.pol.batch_wait_iters
         self.wait_ct += self._decode_run(dec, limit - self.wait_ct)

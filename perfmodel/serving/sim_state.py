@@ -54,6 +54,15 @@ class Policy:
     # the last prefill; None: off (every other engine)
     join_ratio: float | None = None
     join_wait_steps: int = 0
+    # LMDeploy PyTorch engine (SchedulerSpec.prefill_defer_share / prefill_interval; serving/
+    # sim_batch_wait.py _defer_held): beside running decodes, waiting prompts are prefilled only
+    # if fewer than defer_share x max_seqs run, their tokens reach token_budget, or defer_steps
+    # decode steps ran while they waited (0: no such guard); None: off (every other engine)
+    defer_share: float | None = None
+    defer_steps: int = 0
+    # prompts packed whole within token_budget, a longer one alone in chunks (SchedulerSpec
+    # .whole_prompts)
+    whole_prompts: bool = False
 
 
 @dataclass

@@ -237,7 +237,9 @@ def _policy(sc: Scenario, wl: ServeWorkload) -> tuple[Policy | None, str, bool]:
                  adp_wait_iters=sched.adp_balance_timeout_iters if sc.dep.dp > 1 else 0,
                  adp_ranks=sc.dep.dp, rank_tokens=None if static else rank_tokens,
                  join_ratio=sched.waiting_served_ratio,
-                 join_wait_steps=sched.max_waiting_tokens or 0)
+                 join_wait_steps=sched.max_waiting_tokens or 0,
+                 defer_share=sched.prefill_defer_share, defer_steps=sched.prefill_interval or 0,
+                 whole_prompts=sched.whole_prompts)
     reason, fits = f"KV pool {kv.tokens} tokens", True
     if wl.concurrency is not None:
         resident = min(wl.concurrency, wl.n_requests)

@@ -40,7 +40,8 @@ from perfmodel.core.profile import Profile
 FRAMEWORK_ENGINE = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm",
                     "trtllm": "trtllm", "llama.cpp": "llama-cpp", "llama-cpp": "llama-cpp",
                     "llama-cpp-python": "llama-cpp", "ollama": "llama-cpp",
-                    "tgi": "tgi", "text-generation-inference": "tgi", "lmdeploy": "lmdeploy"}
+                    "tgi": "tgi", "text-generation-inference": "tgi", "lmdeploy": "lmdeploy",
+                    "lmdeploy-pytorch": "lmdeploy-pytorch"}
 GRID = np.concatenate(([0.0], np.geomspace(1e-7, 10.0, 161)))   # seconds
 LAUNCH_GRID = np.concatenate(([0.0], np.geomspace(1e-7, 1e-3, 25)))
 

@@ -37,7 +37,7 @@ ENGINE_FAMILY = {
     "hf-eager": "eager", "torch-eager": "eager",
     "torch-graph": "compiled", "torch-compile": "compiled", "llama-cpp": "compiled",
     "vllm": "serving", "sglang": "serving", "trtllm": "serving", "trtllm-trt": "serving",
-    "tgi": "serving", "lmdeploy": "serving",
+    "tgi": "serving", "lmdeploy": "serving", "lmdeploy-pytorch": "serving",
 }
 """eager: kernels issued one by one from Python; compiled: graph-captured or compiled
 single-stream runtimes; serving: schedulers with batching and paged KV."""

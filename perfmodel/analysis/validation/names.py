@@ -80,6 +80,7 @@ FRAMEWORK_ENGINES: tuple[tuple[str, str], ...] = (
     (r"^vllm", "vllm"),
     (r"^sglang", "sglang"),
     (r"^(hugging ?face )?(tgi|text[- ]generation[- ]inference)\b", "tgi"),
+    (r"^lmdeploy\b.*\bpytorch\b", "lmdeploy-pytorch"),   # its PyTorch engine (--backend pytorch)
     (r"^lmdeploy|turbomind", "lmdeploy"),
     (r"^hf transformers|^hugging ?face|^transformers", "hf-eager"),
     (r"^llama\.cpp|^ollama", "llama-cpp"),
