@@ -199,14 +199,23 @@ def test_a_long_prompt_runs_alone_in_budget_chunks():
     assert tr.first_s[1] == pytest.approx(long_first + _prefill(P), rel=1e-9)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(n=st.integers(2, 30), conc=st.integers(1, 40), prompt=st.integers(1, 6000),
-       out=st.integers(1, 60), interval=st.integers(1, 40), share=st.floats(0.05, 1.0))
-def test_random_closed_loops_finish_under_the_rule(n, conc, prompt, out, interval, share):
-    req = Requests(send_s=None, prompt_tokens=np.full(n, float(prompt)),
+       out=st.integers(1, 60), interval=st.integers(1, 40), share=st.floats(0.05, 1.0),
+       room=st.integers(1, 4), bs=st.sampled_from([1, 16, 64]), gap=st.floats(0.0, 0.05),
+       overlap=st.booleans())
+def test_random_loops_finish_under_the_rule(n, conc, prompt, out, interval, share, room, bs,
+                                            gap, overlap):
+    """Closed loops (gap 0) and open ones (one arrival every `gap` s), with a KV pool of 1-4
+    requests (preemption and recomputation), 64-token pages and the overlap loop."""
+    send = None if gap == 0.0 else np.arange(n) * gap
+    req = Requests(send_s=send, prompt_tokens=np.full(n, float(prompt)),
                    output_tokens=np.full(n, float(out)), cached_tokens=np.zeros(n),
-                   concurrency=conc)
-    tr = simulate(COST, req, _pol(share, interval))
+                   concurrency=conc if send is None else None)
+    blocks = room * math.ceil((prompt + out) / bs)
+    pol = dataclasses.replace(_pol(share, interval), total_blocks=blocks, block_tokens=bs,
+                              overlap=overlap)
+    tr = simulate(COST, req, pol)
     assert np.all(np.isfinite(tr.first_s)) and np.all(np.isfinite(tr.finish_s))
     assert np.all(tr.first_s >= tr.send_s) and np.all(tr.finish_s >= tr.first_s)
 
