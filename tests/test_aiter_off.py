@@ -45,3 +45,19 @@ def test_default_prices_the_aiter_path_flat_in_context():
     assert 0.0 < grow <= 1 / 96.5 - 1 / 98.5
     assert grow < 0.05 * (1 / 26 - 1 / 57)
 
+
+
+def _assumptions(gpu: str, engine: str) -> list[str]:
+    from perfmodel.core.resolve import resolve
+    return resolve("llama-3.3-70b", gpu, weights="fp8", kv="fp8", engine=engine, tp=8)[2]
+
+
+def test_amd_predictions_say_they_price_the_aiter_path():
+    """On a chip whose fp8 GEMMs are priced from aiter's tables the prediction says so, names
+    the engine's switch, and (vLLM) that its default is off; elsewhere nothing is said."""
+    vllm = [a for a in _assumptions("mi355x", "vllm") if "AITER" in a]
+    assert len(vllm) == 1 and "VLLM_ROCM_USE_AITER=1" in vllm[0] and "default is off" in vllm[0]
+    sglang = [a for a in _assumptions("mi300x", "sglang") if "AITER" in a]
+    assert len(sglang) == 1 and "SGLANG_USE_AITER=1" in sglang[0]
+    for gpu, engine in (("h200-sxm", "vllm"), ("mi250x", "vllm"), ("mi355x", "trtllm")):
+        assert not [a for a in _assumptions(gpu, engine) if "AITER" in a], (gpu, engine)
