@@ -34,7 +34,7 @@ ACTIVE_EXCLUDES_EMBEDDING_AND_HEAD = {"glm-4.5", "glm-5", "minimax-m2", "minimax
 # DeepSeek-V3.2's card repeats V3's 37B activated; its DSA indexer (0.85B) comes on top.
 ACTIVE_EXCLUDES_INDEXER = {"deepseek-v3.2"}
 # Active figures published only as a whole number of billions ('17B activated') cover +-0.5B.
-ACTIVE_WHOLE_BILLIONS = {"qwen3.5-397b-a17b"}
+ACTIVE_WHOLE_BILLIONS = {"qwen3.5-122b-a10b", "qwen3.5-397b-a17b"}
 
 
 def by_id(ident: str) -> ModelSpec:

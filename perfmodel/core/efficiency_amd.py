@@ -59,3 +59,26 @@ AMD_GEMM_BY_DTYPE: dict[str, dict[str, GemmCurve]] = {
 AMD_GROUPED_GEMM_MAX = 0.40
 """Efficiency.grouped_gemm_max on the chips of AMD_GEMM_BY_DTYPE: the vendor gemm_max
 (core/efficiency.py VENDOR['amd']) the fused-MoE law multiplied before these curves, kept."""
+
+AITER_ENGINES = {"vllm": "VLLM_ROCM_USE_AITER=1", "sglang": "SGLANG_USE_AITER=1"}
+"""The serving engines whose AMD runs call aiter's kernels, with the switch that turns them on."""
+
+
+def aiter_assumption(gpu_id: str, engine_id: str) -> str | None:
+    """The assumption a prediction on an AMD chip with an aiter table (AMD_GEMM_BY_DTYPE) makes
+    about the engine's kernels, or None. Its fp8 GEMM curves are aiter's tuned kernels, which the
+    engine runs only with AITER on (vllm-project/vllm PR #14007: aiter's linear and fp8 GEMMs
+    under VLLM_ROCM_USE_AITER=1); AMD's published results and InferenceX's AMD scripts set it,
+    but vLLM's own default is off, which the model does not price: vllm-project/vllm issue
+    #56945 measured batch-1 decode of Qwen3.5-122B-A10B-FP8 on one MI325X 1.7x slower at ~200
+    prompt tokens and 3.7x slower at ~12k without it (57 / 26 against 98 / 97 tok/s;
+    docs/amd.md "AITER off")."""
+    switch = AITER_ENGINES.get(engine_id)
+    if gpu_id not in AMD_GEMM_BY_DTYPE or switch is None:
+        return None
+    note = (f"{engine_id} with AITER on ({switch}), as AMD's published recipes run it: fp8 GEMMs "
+            "at aiter's tuned-kernel rates")
+    if engine_id == "vllm":
+        note += ("; vLLM's own default is off, which is not priced (issue #56945: batch-1 decode "
+                 "1.7x slower at ~200 prompt tokens, 3.7x at ~12k; docs/amd.md)")
+    return note

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from perfmodel.core.catalog import load_model
 from perfmodel.core.efficiency import default_efficiency
+from perfmodel.core.efficiency_amd import aiter_assumption
 from perfmodel.core.engines import load_engine
 from perfmodel.core.engines_servers import at_deployment
 from perfmodel.core.errors import PerfModelError, pydantic_message
@@ -50,6 +51,8 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
     if activations is None:
         assumptions.append(f"activations {prec.activations.name} (default for {prec.weights.name} weights)")
     eff = default_efficiency(hw)
+    if prof is None and (aiter := aiter_assumption(hw.id, eng.id)) is not None:
+        assumptions.append(aiter)
     if prof is not None:
         eng = apply_engine(eng, prof)
         if prof.efficiency is not None and prof.gpu == hw.id:
