@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from perfmodel.core.errors import PerfModelError, pydantic_message
+from perfmodel.core.files import DATA_MAX_BYTES, read_text
 from perfmodel.serving.trace_record import Replay, is_record_text, parse_record
 
 DEFAULT_PROMPTS_PER_SLOT = 10   # InferenceMAX: --num-prompts = 10 x max concurrency (assumption)
@@ -209,10 +210,9 @@ TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
 
 def _read_text(p: Path) -> str:
-    try:
-        return p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PerfModelError(f"cannot read trace {p}: {exc.__class__.__name__}") from None
+    """The trace's text through the one safe reader (core/files.py): a regular file only and
+    the data-file size cap, so a device (/dev/zero) or a huge file is a one-line error."""
+    return read_text(p, what="trace", max_bytes=DATA_MAX_BYTES)
 
 
 def load_trace(path: str | Path, *,

@@ -1,0 +1,38 @@
+"""Input edges a new user meets on the command line (the audit of the fresh clone): device
+files and byte-order marks in user files, flags that would otherwise be silently ignored, and
+output paths that are folders. Each is a typed result or one line on stderr with exit code 2."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from perfmodel.cli import main
+
+SERVE = ["serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"]
+TRACE = "arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.1,300,20\n"
+
+
+def one_line_error(capsys, argv) -> str:
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2, (rc, err)
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+def test_a_device_file_as_trace_is_one_line_not_a_read_without_end(capsys):
+    # before: Path.read_text read /dev/zero until MemoryError (a traceback, exit code 1)
+    err = one_line_error(capsys, SERVE + ["--trace", "/dev/zero"])
+    assert "not a regular file" in err
+
+
+def test_a_trace_over_the_data_size_cap_is_refused_before_reading(tmp_path, capsys, monkeypatch):
+    from perfmodel.core import files
+    f = tmp_path / "t.csv"
+    f.write_text(TRACE)
+    monkeypatch.setattr(files, "DATA_MAX_BYTES", 10)
+    monkeypatch.setattr("perfmodel.serving.workload.DATA_MAX_BYTES", 10)
+    assert "limit" in one_line_error(capsys, SERVE + ["--trace", str(f)])
