@@ -36,3 +36,19 @@ def test_a_trace_over_the_data_size_cap_is_refused_before_reading(tmp_path, caps
     monkeypatch.setattr(files, "DATA_MAX_BYTES", 10)
     monkeypatch.setattr("perfmodel.serving.workload.DATA_MAX_BYTES", 10)
     assert "limit" in one_line_error(capsys, SERVE + ["--trace", str(f)])
+
+
+def test_a_trace_saved_with_a_byte_order_mark_reads_its_first_column(tmp_path, capsys):
+    # Excel's "CSV UTF-8" starts the file with U+FEFF; before, arrival_s was reported missing
+    f = tmp_path / "t.csv"
+    f.write_bytes(b"\xef\xbb\xbf" + TRACE.encode())
+    assert main(SERVE + ["--trace", str(f), "--json"]) == 0
+    assert '"num_requests": 2' in capsys.readouterr().out
+
+
+def test_a_measurement_table_with_a_byte_order_mark_is_read(tmp_path, capsys):
+    from conftest import ROOT
+    text = (ROOT / "data" / "public_measurements.csv").read_text(encoding="utf-8")
+    f = tmp_path / "m.csv"
+    f.write_bytes(b"\xef\xbb\xbf" + "\n".join(text.splitlines()[:3]).encode() + b"\n")
+    assert main(["validate", "--no-serving", "--data", str(f)]) == 0
