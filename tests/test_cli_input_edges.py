@@ -52,3 +52,47 @@ def test_a_measurement_table_with_a_byte_order_mark_is_read(tmp_path, capsys):
     f = tmp_path / "m.csv"
     f.write_bytes(b"\xef\xbb\xbf" + "\n".join(text.splitlines()[:3]).encode() + b"\n")
     assert main(["validate", "--no-serving", "--data", str(f)]) == 0
+
+
+LOAD = ["--prompt-tokens", "64", "--output-tokens", "8", "--concurrency", "2"]
+
+
+@pytest.mark.parametrize("extra,flag", [
+    (["--prefill-workers", "2"], "--prefill-workers"),
+    (["--decode-tp", "4"], "--decode-tp"),
+    (["--layerwise-transfer"], "--layerwise-transfer"),
+])
+def test_pool_flags_without_disagg_are_refused_not_ignored(extra, flag, capsys):
+    # before: the aggregated run ignored them and printed a table as if they applied
+    err = one_line_error(capsys, SERVE + LOAD + extra)
+    assert flag in err and "--disagg" in err
+
+
+@pytest.mark.parametrize("flag", ["--tp", "--pp", "--dp"])
+def test_aggregated_layout_flags_with_disagg_are_refused_not_ignored(flag, capsys):
+    err = one_line_error(capsys, SERVE + LOAD + ["--disagg", "--prefill-workers", "1",
+                                                 "--decode-workers", "1", flag, "2"])
+    assert flag in err and "--prefill-tp" in err
+
+
+def test_timeline_without_json_is_refused_not_ignored(capsys):
+    # before: the table printed and the timeline was dropped without a word
+    assert "--json" in one_line_error(capsys, SERVE + LOAD + ["--timeline"])
+
+
+def test_a_trace_level_is_labelled_trace_not_none(tmp_path, capsys):
+    f = tmp_path / "t.csv"
+    f.write_text(TRACE)
+    assert main(SERVE + ["--trace", str(f)]) == 0
+    level = capsys.readouterr().out.splitlines()[2].split()[0]
+    assert level == "trace"
+
+
+def test_a_trace_over_the_request_cap_says_to_shorten_it(tmp_path, capsys):
+    # before: 'lower num_requests', which a trace refuses
+    from perfmodel.serving.simulate import MAX_SIM_REQUESTS
+    f = tmp_path / "t.csv"
+    f.write_text("arrival_s,prompt_tokens,output_tokens\n"
+                 + "".join(f"{i * 0.01},8,1\n" for i in range(MAX_SIM_REQUESTS + 1)))
+    err = one_line_error(capsys, SERVE + ["--trace", str(f)])
+    assert "shorten the trace" in err and "num_requests" not in err

@@ -114,7 +114,8 @@ def test_inf_step_times_end_in_one_clean_line(argv):
 
 def test_too_many_requests_name_the_cap():
     argv = ["serve", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--prompt-tokens", "128",
-            "--output-tokens", "128", "--rate", "3,5", "--num-requests", "131072", "--timeline"]
+            "--output-tokens", "128", "--rate", "3,5", "--num-requests", "131072", "--timeline",
+            "--json"]
     o = call(argv, limit_s=120.0, wall_s=300.0)
     assert o.kind == "clean_error" and str(MAX_SIM_REQUESTS) in o.stderr
 
