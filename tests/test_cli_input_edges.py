@@ -96,3 +96,30 @@ def test_a_trace_over_the_request_cap_says_to_shorten_it(tmp_path, capsys):
                  + "".join(f"{i * 0.01},8,1\n" for i in range(MAX_SIM_REQUESTS + 1)))
     err = one_line_error(capsys, SERVE + ["--trace", str(f)])
     assert "shorten the trace" in err and "num_requests" not in err
+
+
+def test_a_folder_as_profile_out_is_refused_and_leaves_no_stray_file(tmp_path, capsys):
+    # before: the fit wrote '<folder>.tmp' beside the folder, then failed to rename it
+    from conftest import ROOT
+    raw = sorted((ROOT / "calibrate" / "data").glob("raw-h200-sxm-*.json"))[0]
+    out = tmp_path / "profiles"
+    out.mkdir()
+    err = one_line_error(capsys, ["calibrate", "fit", str(raw), "--profile-out", str(out)])
+    assert "folder" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["profiles"]
+
+
+def test_save_profile_refuses_a_folder(tmp_path):
+    from perfmodel.core.errors import PerfModelError
+    from perfmodel.core.profile import Profile, save_profile
+    with pytest.raises(PerfModelError, match="folder"):
+        save_profile(Profile(gpu="h100-sxm"), tmp_path)
+    assert list(tmp_path.parent.glob(tmp_path.name + ".tmp")) == []
+
+
+def test_bench_endpoint_checks_a_folder_out_before_the_load_test(tmp_path, capsys):
+    # before: checked only after every level had run (here the unreachable server came first)
+    err = one_line_error(capsys, ["bench-endpoint", "--url", "http://127.0.0.1:9/v1", "--model",
+                                  "m", "--requests", "1", "--concurrency", "1", "--no-progress",
+                                  "--out", str(tmp_path)])
+    assert "folder" in err

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from perfmodel.cli import HELP
-from perfmodel.cli.common import (add_query_args, int_list, positive_float, positive_int, print_json,
-                                  print_table, to_jsonable)
+from perfmodel.cli.common import (add_query_args, check_out_path, int_list, positive_float,
+                                  positive_int, print_json, print_table, to_jsonable)
 from perfmodel.analysis.endpoint import BenchmarkRun, EndpointConfig, PredictSpec, run_benchmark
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.units import GiB, fmt_seconds, ms
@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     predict = predict_from_args(args)
     if args.out is not None and not args.out.parent.is_dir():
         raise PerfModelError(f"--out directory {str(args.out.parent)!r} does not exist")
+    check_out_path(args.out, "--out")   # before the load test, not after it
     result = run_benchmark(cfg, progress=None if args.no_progress else _Bar(), predict=predict)
     if args.out is not None:
         args.out.write_text(json.dumps(to_jsonable(result), indent=2, allow_nan=False) + "\n")
