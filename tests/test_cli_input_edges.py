@@ -123,3 +123,13 @@ def test_bench_endpoint_checks_a_folder_out_before_the_load_test(tmp_path, capsy
                                   "m", "--requests", "1", "--concurrency", "1", "--no-progress",
                                   "--out", str(tmp_path)])
     assert "folder" in err
+
+
+def test_attribute_refuses_a_lever_named_twice_in_the_order(capsys):
+    # before: 'weights' became two Shapley players, which changed every lever's share
+    # (engine 1.769x -> 1.884x on these two examples)
+    from conftest import ROOT
+    ex = ROOT / "examples"
+    err = one_line_error(capsys, ["attribute", "--from", str(ex / "rtx4090-fp16.yaml"), "--to",
+                                  str(ex / "rtx4090-int8-draft.yaml"), "--order", "weights,weights"])
+    assert "more than once" in err and "weights" in err
