@@ -133,3 +133,26 @@ def test_attribute_refuses_a_lever_named_twice_in_the_order(capsys):
     err = one_line_error(capsys, ["attribute", "--from", str(ex / "rtx4090-fp16.yaml"), "--to",
                                   str(ex / "rtx4090-int8-draft.yaml"), "--order", "weights,weights"])
     assert "more than once" in err and "weights" in err
+
+
+@pytest.mark.parametrize("model,weights,module", [
+    ("llama-3.1-8b", "experts=fp4", "experts"),         # a dense model has no routed experts
+    ("llama-3.1-8b", "bf16,experts=fp4", "experts"),
+    ("mixtral-8x7b", "bf16,mlp=fp8", "mlp"),            # every layer MoE, no shared experts
+])
+def test_a_module_format_for_a_module_the_model_lacks_is_refused(model, weights, module, capsys):
+    # before: the format was ignored (llama-3.1-8b's TPOT stayed the bf16 one) while a warning
+    # said its weights were 'still stored in fp4'
+    err = one_line_error(capsys, ["predict", "--model", model, "--gpu", "h100-sxm", "--batch",
+                                  "1", "--prompt-tokens", "64", "--output-tokens", "4",
+                                  "--weights", weights])
+    assert module in err and model in err
+
+
+def test_module_formats_the_model_has_still_apply():
+    from perfmodel import api
+    base = api.evaluate(api.make_query(model="mixtral-8x7b", gpu="h100-sxm", batch=1,
+                                       prompt_tokens=64, output_tokens=4))
+    fp4 = api.evaluate(api.make_query(model="mixtral-8x7b", gpu="h100-sxm", batch=1,
+                                      prompt_tokens=64, output_tokens=4, weights="bf16,experts=fp4"))
+    assert fp4.memory.weight_bytes < base.memory.weight_bytes     # the experts shrink

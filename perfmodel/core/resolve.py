@@ -14,6 +14,8 @@ from perfmodel.core.engines_servers import at_deployment
 from perfmodel.core.errors import PerfModelError, pydantic_message
 from perfmodel.core.hardware import load_gpu
 from perfmodel.core.parallel import validate_deployment
+from perfmodel.core.params import count_params
+from perfmodel.core.precision import GROUP_MODULE
 from perfmodel.core.predict import Scenario
 from perfmodel.core.profile import Profile, apply_engine, load_profile
 from perfmodel.core.specs import Deployment, HardwareSpec, ModelSpec, Precision
@@ -39,6 +41,11 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
         prec = Precision.of(weights, kv, activations)
     except ValueError as exc:
         raise PerfModelError(str(exc)) from None
+    absent = _absent_modules(m, prec)
+    if absent:   # else the format would be ignored, the result that of the default format
+        raise PerfModelError(f"weight precision {weights!r} sets a format for {', '.join(absent)}, "
+                             f"a module {m.id} does not have (mlp: dense MLP and shared experts; "
+                             "experts: routed experts)")
     eng = load_engine(engine)
     if attention is not None and attention not in ("naive", "flash", "paged"):
         raise PerfModelError(f"unknown attention kernel {attention!r}; use naive, flash or paged")
@@ -74,3 +81,11 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
     validate_deployment(m, dep)
     eng = at_deployment(eng, m, hw, dep.tp)   # limits an engine derives from model and card
     return Scenario(m, hw, prec, eng, eff, dep, attention), warnings, assumptions
+
+
+def _absent_modules(m: ModelSpec, prec: Precision) -> list[str]:
+    """Modules a per-module weight format names that hold no weights in this model (experts
+    on a dense model; mlp on an MoE model without dense layers or shared experts)."""
+    groups = count_params(m).by_group
+    return [f.module for f in prec.modules
+            if not any(groups.get(g, 0.0) > 0 for g, mod in GROUP_MODULE.items() if mod == f.module)]
