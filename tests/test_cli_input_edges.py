@@ -156,3 +156,17 @@ def test_module_formats_the_model_has_still_apply():
     fp4 = api.evaluate(api.make_query(model="mixtral-8x7b", gpu="h100-sxm", batch=1,
                                       prompt_tokens=64, output_tokens=4, weights="bf16,experts=fp4"))
     assert fp4.memory.weight_bytes < base.memory.weight_bytes     # the experts shrink
+
+
+@pytest.mark.parametrize("gpu,engine,warned", [
+    ("mi300x", "trtllm", True),           # TensorRT-LLM: NVIDIA GPUs only (its README)
+    ("apple-m2-max", "trtllm-trt", True),
+    ("h100-sxm", "trtllm", False),
+    ("mi300x", "vllm", False),
+])
+def test_tensorrt_llm_on_another_vendor_is_warned(gpu, engine, warned):
+    # before: a TensorRT-LLM prediction on an AMD card came without a word
+    from perfmodel import api
+    ev = api.evaluate(api.make_query(model="llama-3.1-8b", gpu=gpu, engine=engine, batch=1,
+                                     prompt_tokens=64, output_tokens=4))
+    assert any("NVIDIA GPUs only" in w for w in ev.warnings) == warned

@@ -22,6 +22,12 @@ from perfmodel.core.specs import Deployment, HardwareSpec, ModelSpec, Precision
 from perfmodel.core.topology import nodes_domain
 
 
+NVIDIA_ONLY_ENGINES = ("trtllm", "trtllm-trt")
+"""Engines built on NVIDIA's libraries only: TensorRT-LLM 'perform[s] inference efficiently on
+NVIDIA GPUs' (NVIDIA/TensorRT-LLM README.md, TensorRT-LLM Overview, commit 02656e49), on CUDA
+and TensorRT; a preset of theirs on another vendor's chip is warned about, not refused."""
+
+
 def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "bf16",
             kv: str | None = None, activations: str | None = None, engine: str = "vllm",
             tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1, attention: str | None = None,
@@ -56,6 +62,9 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
         assumptions.append("KV cache in bf16 (no --kv given)")
     if activations is None:
         assumptions.append(f"activations {prec.activations.name} (default for {prec.weights.name} weights)")
+    if eng.id in NVIDIA_ONLY_ENGINES and hw.vendor != "nvidia":
+        warnings.append(f"{eng.id}: TensorRT-LLM runs on NVIDIA GPUs only, not on {hw.name}: "
+                        "the result prices its kernels on this chip's datasheet, a what-if")
     eff = default_efficiency(hw)
     if prof is not None:
         eng = apply_engine(eng, prof)
