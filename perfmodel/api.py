@@ -27,7 +27,7 @@ from perfmodel.core.ops import FloatArray
 from perfmodel.core.predict import Scenario, request_times
 from perfmodel.core.query import ARRAY_FIELDS, Query, make_query
 from perfmodel.core.resolve import resolve as _resolve_ids
-from perfmodel.core.roofline import roofline_floor_s
+from perfmodel.core.roofline import OpTime, roofline_floor_s
 from perfmodel.core.units import GB
 from perfmodel.serving.batching import capacity_bytes, used_bytes
 from perfmodel.serving.curve import ServeCurve, serve_curve
@@ -62,6 +62,13 @@ class OpBreakdown(BaseModel):
 def op_breakdown(op_times) -> list[OpBreakdown]:
     """Each op's time, share of the step's GPU time and bound (roofline.OpTime list; scalar
     times, as in a single-configuration step)."""
+    try:
+        op_times = list(op_times)
+    except TypeError:
+        raise PerfModelError(f"op_breakdown: expected a list of roofline.OpTime, got "
+                             f"{type(op_times).__name__}") from None
+    if not all(isinstance(o, OpTime) for o in op_times):
+        raise PerfModelError("op_breakdown: expected a list of roofline.OpTime")
     gpu_total = sum(float(o.time_s) for o in op_times) or 1.0
     return [OpBreakdown(name=o.name, kind=o.kind, time_s=float(o.time_s),
                         share=float(o.time_s) / gpu_total,

@@ -36,6 +36,10 @@ def resolve(model: str | ModelSpec, gpu: str | HardwareSpec, *, weights: str = "
     """Ids -> a Scenario, with the warnings and the defaults that were filled in. `nodes`:
     the servers the tp x dp x pp GPUs are laid over (core/topology.py), None: as many as
     they fill."""
+    for name, v in (("weights", weights), ("kv", kv), ("activations", activations)):
+        if not (isinstance(v, str) or (v is None and name != "weights")):
+            raise PerfModelError(f"{name} must be a precision name such as 'fp8', "
+                                 f"got {type(v).__name__}")
     m = model if isinstance(model, ModelSpec) else load_model(model)
     hw = gpu if isinstance(gpu, HardwareSpec) else load_gpu(gpu, hardware_dir)
     picked = []

@@ -273,8 +273,11 @@ def _rate_list(values) -> list[float]:
         vals = list(vals)
     except TypeError:
         raise PerfModelError(f"rate_rps must be a positive number or a list of them, got {values!r}") from None
-    ok = vals and all(not isinstance(v, bool) and isinstance(v, (int, float, np.number))
-                      and math.isfinite(float(v)) and v > 0 for v in vals)
+    try:   # float() of an int past 1e308 raises OverflowError
+        ok = vals and all(not isinstance(v, bool) and isinstance(v, (int, float, np.number))
+                          and math.isfinite(float(v)) and v > 0 for v in vals)
+    except OverflowError:
+        ok = False
     if not ok:
         raise PerfModelError(f"rate_rps must be positive finite numbers of requests per second, got {values!r}")
     return [float(v) for v in vals]
