@@ -170,3 +170,10 @@ def test_tensorrt_llm_on_another_vendor_is_warned(gpu, engine, warned):
     ev = api.evaluate(api.make_query(model="llama-3.1-8b", gpu=gpu, engine=engine, batch=1,
                                      prompt_tokens=64, output_tokens=4))
     assert any("NVIDIA GPUs only" in w for w in ev.warnings) == warned
+
+
+def test_bench_endpoint_temperature_nan_is_named_not_finite(capsys):
+    # before: 'temperature: Input should be less than or equal to 2', though nan is no number
+    err = one_line_error(capsys, ["bench-endpoint", "--url", "http://127.0.0.1:9/v1", "--model",
+                                  "m", "--temperature", "nan"])
+    assert "finite" in err
