@@ -177,3 +177,10 @@ def test_bench_endpoint_temperature_nan_is_named_not_finite(capsys):
     err = one_line_error(capsys, ["bench-endpoint", "--url", "http://127.0.0.1:9/v1", "--model",
                                   "m", "--temperature", "nan"])
     assert "finite" in err
+
+
+def test_a_validator_message_reads_without_pydantic_wording(capsys):
+    # before: 'workload: (root): Value error, 1000000 requests: at most ...'
+    err = one_line_error(capsys, SERVE + ["--prompt-tokens", "5", "--output-tokens", "5",
+                                          "--concurrency", "100000"])
+    assert "at most" in err and "Value error" not in err and "(root)" not in err
