@@ -62,12 +62,7 @@ class OpBreakdown(BaseModel):
 def op_breakdown(op_times) -> list[OpBreakdown]:
     """Each op's time, share of the step's GPU time and bound (roofline.OpTime list; scalar
     times, as in a single-configuration step)."""
-    try:
-        op_times = list(op_times)
-    except TypeError:
-        raise PerfModelError(f"op_breakdown: expected a list of roofline.OpTime, got "
-                             f"{type(op_times).__name__}") from None
-    if not all(isinstance(o, OpTime) for o in op_times):
+    if not isinstance(op_times, (list, tuple)) or not all(isinstance(o, OpTime) for o in op_times):
         raise PerfModelError("op_breakdown: expected a list of roofline.OpTime")
     gpu_total = sum(float(o.time_s) for o in op_times) or 1.0
     return [OpBreakdown(name=o.name, kind=o.kind, time_s=float(o.time_s),
@@ -215,6 +210,10 @@ def evaluate(query: Query, *, scenario: Scenario | None = None, **arrays) -> Eva
             warnings.append(f"does not fit: needs {mem.total_bytes / GB:.1f} GB per GPU, "
                             f"{mem.capacity_bytes / GB:.1f} GB usable; max batch "
                             f"{mem.max_batch} at this context")
+        if query.batch % sc.dep.dp:   # request_times splits B evenly over the dp groups
+            warnings.append(f"batch {query.batch} over dp={sc.dep.dp} groups: each is priced at the "
+                            f"mean {query.batch / sc.dep.dp:g} sequences; the busiest holds "
+                            f"{-(-query.batch // sc.dep.dp)}")
         values = {k: float(v) for k, v in values.items()}
         bound, prefill_bound = str(rt.step.bound), str(rt.prefill.bound)
         sizes = dict(batch=query.batch, prompt_tokens=query.prompt_tokens,

@@ -184,3 +184,16 @@ def test_a_validator_message_reads_without_pydantic_wording(capsys):
     err = one_line_error(capsys, SERVE + ["--prompt-tokens", "5", "--output-tokens", "5",
                                           "--concurrency", "100000"])
     assert "at most" in err and "Value error" not in err and "(root)" not in err
+
+
+@pytest.mark.parametrize("batch,dp,busiest", [(1, 2, 1), (12, 8, 2), (4, 2, None)])
+def test_a_batch_that_does_not_split_over_dp_is_flagged(batch, dp, busiest):
+    # before: batch 1 over dp 2 printed a TTFT 21% below batch 1 on one GPU (half a sequence
+    # per group) without a word
+    from perfmodel import api
+    ev = api.evaluate(api.make_query(model="llama-3.1-8b", gpu="h100-sxm", dp=dp, batch=batch,
+                                     prompt_tokens=64, output_tokens=4))
+    notes = [w for w in ev.warnings if "busiest" in w]
+    assert notes == ([] if busiest is None else [notes[0]])
+    if busiest is not None:
+        assert f"mean {batch / dp:g} sequences" in notes[0] and f"holds {busiest}" in notes[0]
