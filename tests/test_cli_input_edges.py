@@ -197,3 +197,10 @@ def test_a_batch_that_does_not_split_over_dp_is_flagged(batch, dp, busiest):
     assert notes == ([] if busiest is None else [notes[0]])
     if busiest is not None:
         assert f"mean {batch / dp:g} sequences" in notes[0] and f"holds {busiest}" in notes[0]
+
+
+def test_sweep_refuses_a_prompt_beyond_the_context_as_predict_does(capsys):
+    # before: a row with TTFT 29.6 s and fits False, no reason given (predict: exit 2)
+    err = one_line_error(capsys, ["sweep", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                                  "--prompt-tokens", "1000,200000"])
+    assert "200000" in err and "131072-token context" in err
