@@ -204,3 +204,13 @@ def test_sweep_refuses_a_prompt_beyond_the_context_as_predict_does(capsys):
     err = one_line_error(capsys, ["sweep", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
                                   "--prompt-tokens", "1000,200000"])
     assert "200000" in err and "131072-token context" in err
+
+
+def test_fewer_requests_than_the_concurrency_is_said():
+    # before: the level read 'conc 4' while its single request ran alone, without a word
+    from perfmodel import api
+    r = api.serve(api.make_query(**{"model": "llama-3.1-8b", "gpu": "h100-sxm",
+                                    "prompt_tokens": 32, "output_tokens": 3, "num_requests": 2}),
+                  concurrencies=[1, 2, 4])
+    notes = [w for w in r.warnings if "in flight" in w]
+    assert notes == ["2 requests per level, fewer than concurrency 4: at most 2 are in flight"]
