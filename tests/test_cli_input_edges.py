@@ -214,3 +214,10 @@ def test_fewer_requests_than_the_concurrency_is_said():
                   concurrencies=[1, 2, 4])
     notes = [w for w in r.warnings if "in flight" in w]
     assert notes == ["2 requests per level, fewer than concurrency 4: at most 2 are in flight"]
+
+
+def test_sweep_out_folder_is_refused_before_the_sweep(tmp_path, capsys):
+    # before: '[Errno 21] Is a directory' after the whole sweep had run
+    err = one_line_error(capsys, ["sweep", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                                  "--out", str(tmp_path)])
+    assert "is a folder" in err
