@@ -211,8 +211,8 @@ def evaluate(query: Query, *, scenario: Scenario | None = None, **arrays) -> Eva
                             f"{mem.capacity_bytes / GB:.1f} GB usable; max batch "
                             f"{mem.max_batch} at this context")
         if query.batch % sc.dep.dp:   # request_times splits B evenly over the dp groups
-            warnings.append(f"batch {query.batch} over dp={sc.dep.dp} groups: each is priced at the "
-                            f"mean {query.batch / sc.dep.dp:g} sequences; the busiest holds "
+            warnings.append(f"batch {query.batch} over dp={sc.dep.dp} groups: each is priced at "
+                            f"the mean {query.batch / sc.dep.dp:g} sequences; the busiest holds "
                             f"{-(-query.batch // sc.dep.dp)}")
         values = {k: float(v) for k, v in values.items()}
         bound, prefill_bound = str(rt.step.bound), str(rt.prefill.bound)

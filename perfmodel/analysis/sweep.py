@@ -58,7 +58,7 @@ def sweep_arrays(spec: SweepSpec, *, profile=None, hardware_dir: str | None = No
         try:
             q = make_query(model=model, gpu=gpu, weights=w, kv=kv, engine=eng, tp=tp,
                            profile=profile, hardware_dir=hardware_dir)
-            if not skip_invalid:   # as a single prediction: a request beyond the context is an error
+            if not skip_invalid:   # as a single prediction: beyond the context is an error
                 _within_context(q, pr, out)
             ev = evaluate(q, batch=b, prompt_tokens=pr, output_tokens=out)
         except PerfModelError:

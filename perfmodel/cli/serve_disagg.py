@@ -43,7 +43,8 @@ def pool_flags_given(args) -> list[str]:
 def add_disagg_args(p) -> None:
     """The pool flags: --prefill-workers/-tp/-pp/-ep/-dp and --decode-..., --layerwise-transfer."""
     for role in ("prefill", "decode"):
-        p.add_argument(f"--{role}-workers", type=positive_int, default=POOL_DEFAULTS[f"{role}_workers"],
+        p.add_argument(f"--{role}-workers", type=positive_int,
+                       default=POOL_DEFAULTS[f"{role}_workers"],
                        help=f"{role} workers (engine instances)")
         p.add_argument(f"--{role}-tp", type=positive_int, default=1, help=f"TP of one {role} worker")
         p.add_argument(f"--{role}-pp", type=positive_int, default=1, help=f"PP of one {role} worker")

@@ -101,4 +101,5 @@ def _absent_modules(m: ModelSpec, prec: Precision) -> list[str]:
     on a dense model; mlp on an MoE model without dense layers or shared experts)."""
     groups = count_params(m).by_group
     return [f.module for f in prec.modules
-            if not any(groups.get(g, 0.0) > 0 for g, mod in GROUP_MODULE.items() if mod == f.module)]
+            if not any(groups.get(g, 0.0) > 0 for g, mod in GROUP_MODULE.items()
+                       if mod == f.module)]
