@@ -221,3 +221,12 @@ def test_sweep_out_folder_is_refused_before_the_sweep(tmp_path, capsys):
     err = one_line_error(capsys, ["sweep", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
                                   "--out", str(tmp_path)])
     assert "is a folder" in err
+
+
+def test_size_counts_beyond_a_stated_max_gpus_is_refused(capsys):
+    # before: --counts 3,5 --max-gpus 2 listed 3-GPU deployments, the stated cap ignored
+    err = one_line_error(capsys, ["size", "--model", "llama-3.1-8b", "--rate", "5",
+                                  "--prompt-tokens", "100", "--output-tokens", "10",
+                                  "--ttft-slo-s", "1", "--tpot-slo-s", "0.05", "--gpus",
+                                  "h100-sxm", "--counts", "3,5", "--max-gpus", "2"])
+    assert "--counts 5" in err and "--max-gpus" in err
