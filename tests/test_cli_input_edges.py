@@ -230,3 +230,10 @@ def test_size_counts_beyond_a_stated_max_gpus_is_refused(capsys):
                                   "--ttft-slo-s", "1", "--tpot-slo-s", "0.05", "--gpus",
                                   "h100-sxm", "--counts", "3,5", "--max-gpus", "2"])
     assert "--counts 5" in err and "--max-gpus" in err
+
+
+def test_burstiness_with_a_closed_loop_is_refused_not_ignored(capsys):
+    # before: --concurrency 4 --burstiness 0.5 printed the plain closed-loop figures
+    err = one_line_error(capsys, SERVE + ["--prompt-tokens", "64", "--output-tokens", "4",
+                                          "--concurrency", "4", "--burstiness", "0.5"])
+    assert "burstiness" in err and "open-loop" in err
