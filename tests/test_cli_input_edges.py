@@ -237,3 +237,11 @@ def test_burstiness_with_a_closed_loop_is_refused_not_ignored(capsys):
     err = one_line_error(capsys, SERVE + ["--prompt-tokens", "64", "--output-tokens", "4",
                                           "--concurrency", "4", "--burstiness", "0.5"])
     assert "burstiness" in err and "open-loop" in err
+
+
+def test_burstiness_with_a_closed_loop_is_refused_in_disaggregated_serving_too(capsys):
+    err = one_line_error(capsys, SERVE + ["--prompt-tokens", "64", "--output-tokens", "4",
+                                          "--disagg", "--prefill-workers", "1",
+                                          "--decode-workers", "1", "--concurrency", "4",
+                                          "--burstiness", "0.5"])
+    assert "burstiness" in err

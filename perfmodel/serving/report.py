@@ -100,9 +100,6 @@ def serve_report(q: Query, sc: Scenario, warnings: list[str], assumptions: list[
     _refuse_ignored(q, traced=trace is not None, record=isinstance(trace, Replay))
     replay = trace if isinstance(trace, Replay) else None
     wls = query_workloads(q, concurrencies=concurrencies, rate_rps=rate_rps, trace=trace)
-    if q.burstiness != 1.0 and any(w.arrival == "closed" for w in wls):   # else silently unused
-        raise PerfModelError("burstiness shapes open-loop arrivals (rate_rps): a closed loop sends "
-                             "a request when one finishes (drop burstiness)")
     longest = max(w.longest_prompt + w.longest_output for w in wls)
     if longest > sc.model.max_context:
         raise PerfModelError(f"prompt + output of {longest} tokens exceed the "

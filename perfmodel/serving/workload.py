@@ -295,6 +295,11 @@ def serve_workloads(*, prompt_tokens=None, output_tokens=None, concurrencies=Non
     if len(given) != 1:
         raise PerfModelError("give exactly one of concurrencies, rate_rps or trace"
                              + (f" (got {', '.join(given)})" if given else ""))
+    plain = isinstance(burstiness, (int, float)) and not isinstance(burstiness, bool) \
+        and burstiness == 1.0
+    if rate_rps is None and not plain:   # the gamma shape of open-loop arrivals, else unused
+        raise PerfModelError(f"burstiness shapes open-loop arrivals (rate_rps): with "
+                             f"{given[0]} it would be unused (drop burstiness)")
     common = dict(range_ratio=range_ratio, prefix_hit=prefix_hit, seed=seed)
     if trace is not None:
         rows = load_trace(trace) if isinstance(trace, (str, Path)) else trace
