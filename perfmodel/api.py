@@ -27,7 +27,7 @@ from perfmodel.core.ops import FloatArray
 from perfmodel.core.predict import Scenario, request_times
 from perfmodel.core.query import ARRAY_FIELDS, Query, make_query
 from perfmodel.core.resolve import resolve as _resolve_ids
-from perfmodel.core.roofline import roofline_floor_s
+from perfmodel.core.roofline import OpTime, roofline_floor_s
 from perfmodel.core.units import GB
 from perfmodel.serving.batching import capacity_bytes, used_bytes
 from perfmodel.serving.curve import ServeCurve, serve_curve
@@ -62,6 +62,8 @@ class OpBreakdown(BaseModel):
 def op_breakdown(op_times) -> list[OpBreakdown]:
     """Each op's time, share of the step's GPU time and bound (roofline.OpTime list; scalar
     times, as in a single-configuration step)."""
+    if not isinstance(op_times, (list, tuple)) or not all(isinstance(o, OpTime) for o in op_times):
+        raise PerfModelError("op_breakdown: expected a list of roofline.OpTime")
     gpu_total = sum(float(o.time_s) for o in op_times) or 1.0
     return [OpBreakdown(name=o.name, kind=o.kind, time_s=float(o.time_s),
                         share=float(o.time_s) / gpu_total,
@@ -208,6 +210,10 @@ def evaluate(query: Query, *, scenario: Scenario | None = None, **arrays) -> Eva
             warnings.append(f"does not fit: needs {mem.total_bytes / GB:.1f} GB per GPU, "
                             f"{mem.capacity_bytes / GB:.1f} GB usable; max batch "
                             f"{mem.max_batch} at this context")
+        if query.batch % sc.dep.dp:   # request_times splits B evenly over the dp groups
+            warnings.append(f"batch {query.batch} over dp={sc.dep.dp} groups: each is priced at "
+                            f"the mean {query.batch / sc.dep.dp:g} sequences; the busiest holds "
+                            f"{-(-query.batch // sc.dep.dp)}")
         values = {k: float(v) for k, v in values.items()}
         bound, prefill_bound = str(rt.step.bound), str(rt.prefill.bound)
         sizes = dict(batch=query.batch, prompt_tokens=query.prompt_tokens,

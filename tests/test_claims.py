@@ -201,7 +201,7 @@ def test_claims_parse(text, factor):
 
 
 @pytest.mark.parametrize("text", ["0.5x", "-3", "abc", "", "1e9", True, "nan", float("inf"),
-                                  "2000000x"])
+                                  "2000000x", "1x", "0%", 1])   # 1x: the baseline itself
 def test_bad_claims_are_refused(text):
     with pytest.raises(PerfModelError):
         parse_claim(text)

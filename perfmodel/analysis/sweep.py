@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfmodel.api import evaluate, make_query
+from perfmodel.api import evaluate, make_query, resolve
 from perfmodel.core.errors import PerfModelError
 
 METRICS = ("ttft_s", "tpot_s", "e2e_s", "decode_tok_s_per_user", "output_tok_s_total",
@@ -58,6 +58,8 @@ def sweep_arrays(spec: SweepSpec, *, profile=None, hardware_dir: str | None = No
         try:
             q = make_query(model=model, gpu=gpu, weights=w, kv=kv, engine=eng, tp=tp,
                            profile=profile, hardware_dir=hardware_dir)
+            if not skip_invalid:   # as a single prediction: beyond the context is an error
+                _within_context(q, pr, out)
             ev = evaluate(q, batch=b, prompt_tokens=pr, output_tokens=out)
         except PerfModelError:
             if not skip_invalid:
@@ -76,6 +78,17 @@ def sweep_arrays(spec: SweepSpec, *, profile=None, hardware_dir: str | None = No
     if not cols["batch"]:
         raise PerfModelError("no valid configuration in the sweep")
     return {k: np.concatenate(v) for k, v in cols.items()}
+
+
+def _within_context(q, prompt: np.ndarray, output: np.ndarray) -> None:
+    """Raise, as a single prediction does, for a prompt + output beyond the model's context
+    (evaluate reports such entries of an array as fits=False)."""
+    limit = resolve(q)[0].model.max_context
+    over = prompt + output > limit
+    if np.any(over):
+        i = int(np.argmax(over))
+        raise PerfModelError(f"prompt {int(prompt[i])} + output {int(output[i])} tokens exceed "
+                             f"the {limit}-token context of {q.model}")
 
 
 def sweep_rows(spec: SweepSpec, **kw) -> list[dict]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from perfmodel.cli import HELP
 from perfmodel.analysis.calibration import FitReport, fit_profile, read_raw
 from perfmodel.analysis.calibration.report import summary_rows
-from perfmodel.cli.common import print_json, print_table
+from perfmodel.cli.common import check_out_path, print_json, print_table
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.profile import Profile, load_profile, save_profile
 
@@ -67,6 +67,7 @@ def run_fit(args) -> int:
 
 
 def fit_and_write(raw_path: str | Path, args) -> int:
+    check_out_path(args.profile_out, "--profile-out")
     raw = read_raw(raw_path)
     base = load_profile(args.base) if args.base else None
     profile, report = fit_profile(raw, args.gpu, hardware_dir=args.hardware_dir, base=base)
@@ -176,6 +177,8 @@ def run_bench(cmd: list[str]) -> None:
 
 def run_run(args) -> int:
     raw_out = Path(args.raw_out) if args.raw_out else default_raw_path(args.device)
+    check_out_path(raw_out, "--raw-out")
+    check_out_path(args.profile_out, "--profile-out")   # before the benchmark's minutes
     run_bench(bench_command(args, raw_out))
     try:
         return fit_and_write(raw_out, args)

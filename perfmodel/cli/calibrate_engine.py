@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from perfmodel.cli.common import print_json, print_table
+from perfmodel.cli.common import check_out_path, print_json, print_table
 from perfmodel.analysis.endpoint.fit import engine_profile, fit_engine, fit_target, load_run
 from perfmodel.core.errors import PerfModelError, pydantic_message
 from perfmodel.core.profile import load_profile, save_profile
@@ -56,6 +56,7 @@ def run_engine(args: argparse.Namespace) -> int:
     base = load_profile(args.profile) if args.profile is not None else None
     if args.out is not None and not args.out.parent.is_dir():
         raise PerfModelError(f"--out directory {str(args.out.parent)!r} does not exist")
+    check_out_path(args.out, "--out")
     fit = fit_engine(run, target, profile=base, fit_launch=args.fit_launch)
     if args.out is not None:
         save_profile(engine_profile(fit, base=base, source=str(args.run)), args.out)

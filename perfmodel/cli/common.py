@@ -8,6 +8,7 @@ import json
 import math
 import sys
 import types
+from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from annotated_types import Ge
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from perfmodel.core.errors import PerfModelError
 from perfmodel.core.query import Query, make_query
 
 
@@ -58,6 +60,13 @@ def nonneg_float(text: str) -> float:
     if v < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
     return v
+
+
+def check_out_path(path, flag: str) -> None:
+    """Refuse an output path that is a folder before any work is done (a benchmark runs for
+    minutes before it writes)."""
+    if path is not None and Path(path).expanduser().is_dir():
+        raise PerfModelError(f"{flag} {str(path)!r} is a folder: give a file path in it")
 
 
 def int_list(text: str) -> list[int]:

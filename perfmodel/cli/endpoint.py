@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from perfmodel.cli import HELP
-from perfmodel.cli.common import (add_query_args, int_list, positive_float, positive_int, print_json,
-                                  print_table, to_jsonable)
+from perfmodel.cli.common import (add_query_args, check_out_path, int_list, nonneg_float,
+                                  positive_float, positive_int, print_json, print_table,
+                                  to_jsonable)
 from perfmodel.analysis.endpoint import BenchmarkRun, EndpointConfig, PredictSpec, run_benchmark
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.units import GiB, fmt_seconds, ms
@@ -55,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--requests", type=positive_int, default=80, help="requests per level (<= 10000)")
     p.add_argument("--prompt-tokens", type=positive_int, default=512, help="approximate prompt length")
     p.add_argument("--max-tokens", type=positive_int, default=128, help="max output tokens per request")
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--temperature", type=nonneg_float, default=0.0)
     p.add_argument("--ignore-eos", action="store_true", help="send ignore_eos=true (vLLM, SGLang)")
     p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request")
     p.add_argument("--max-seconds", type=positive_float, default=1800.0, help="wall-time limit of the sweep")
@@ -121,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     predict = predict_from_args(args)
     if args.out is not None and not args.out.parent.is_dir():
         raise PerfModelError(f"--out directory {str(args.out.parent)!r} does not exist")
+    check_out_path(args.out, "--out")   # before the load test, not after it
     result = run_benchmark(cfg, progress=None if args.no_progress else _Bar(), predict=predict)
     if args.out is not None:
         args.out.write_text(json.dumps(to_jsonable(result), indent=2, allow_nan=False) + "\n")

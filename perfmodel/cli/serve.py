@@ -8,7 +8,7 @@ import argparse
 from perfmodel.cli import HELP
 from perfmodel.cli.common import (add_query_args, int_list, positive_float, print_json,
                                   print_notes, print_table, query_from_args)
-from perfmodel.cli.serve_disagg import add_disagg_args, run_disagg
+from perfmodel.cli.serve_disagg import add_disagg_args, pool_flags_given, run_disagg
 from perfmodel.cli.memory import TARGET_FIELDS, add_target_args
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.query import field_help
@@ -45,19 +45,29 @@ def register(sub) -> None:
     p.add_argument("--timeline", action="store_true", help="include the per-step timeline (JSON)")
     p.add_argument("--disagg", action="store_true",
                    help="disaggregated prefill/decode pools (--prefill-workers/-tp/-pp/-ep/-dp, "
-                        "--decode-...; --tp/--pp/--ep/--dp are ignored; docs/disagg.md)")
+                        "--decode-...; not with --tp/--pp/--ep/--dp; docs/disagg.md)")
     add_disagg_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     if args.disagg:
+        ignored = [f"--{k}" for k in ("tp", "pp", "ep", "dp") if getattr(args, k) not in (None, 1)]
+        if ignored:
+            raise PerfModelError(f"{', '.join(ignored)} set the aggregated layout, which --disagg "
+                                 "does not use: give each pool's --prefill-tp/-pp/-ep/-dp and "
+                                 "--decode-tp/-pp/-ep/-dp")
         if args.timeline:
             raise PerfModelError("--timeline is not available with --disagg")
         if args.nodes is not None:
             raise PerfModelError("--nodes is not available with --disagg (the pools are laid "
                                  "over the card's scale-up domains: docs/disagg.md)")
         return run_disagg(args)
+    pools = pool_flags_given(args)
+    if pools:
+        raise PerfModelError(f"{', '.join(pools)} describe disaggregated pools: add --disagg")
+    if args.timeline and not args.json:
+        raise PerfModelError("--timeline adds the per-step timeline to the JSON output: add --json")
     if args.trace is None and (args.prompt_tokens is None or args.output_tokens is None):
         raise PerfModelError("--prompt-tokens and --output-tokens are required without --trace")
     from perfmodel import api
@@ -91,7 +101,8 @@ def _row(p, measured: dict | None = None) -> dict:
     tok/s beside the simulated ones."""
     def opt(x, f=ms):
         return "-" if x is None else f(x)
-    row = {"conc": p.concurrency} if p.concurrency is not None else {"rate/s": p.rate_rps}
+    row = {"conc": p.concurrency} if p.concurrency is not None else \
+        {"rate/s": "trace" if p.rate_rps is None else p.rate_rps}   # a trace: its own arrivals
     row.update({"n": p.num_requests, "fits": p.fits,
                 "TTFT p50 ms": opt(p.ttft_p50_s), "TTFT p90": opt(p.ttft_p90_s),
                 "TTFT p99": opt(p.ttft_p99_s), "TPOT p50 ms": opt(p.tpot_p50_s),

@@ -26,10 +26,25 @@ def _rates(text: str) -> list[float]:
     return vals
 
 
+POOL_DEFAULTS = {**{f"{role}_{k}": v for role in ("prefill", "decode")
+                    for k, v in (("workers", None), ("tp", 1), ("pp", 1), ("ep", 1), ("dp", 1),
+                                 ("max_batch", None))},
+                 "layerwise_transfer": False}
+"""The pool flags' defaults (add_disagg_args): `serve` without --disagg refuses a flag set
+away from them, which it would otherwise ignore."""
+
+
+def pool_flags_given(args) -> list[str]:
+    """The pool flags set away from their defaults, as typed (--prefill-tp, ...)."""
+    return ["--" + k.replace("_", "-") for k, v in POOL_DEFAULTS.items()
+            if getattr(args, k, v) != v]
+
+
 def add_disagg_args(p) -> None:
     """The pool flags: --prefill-workers/-tp/-pp/-ep/-dp and --decode-..., --layerwise-transfer."""
     for role in ("prefill", "decode"):
-        p.add_argument(f"--{role}-workers", type=positive_int, default=None,
+        p.add_argument(f"--{role}-workers", type=positive_int,
+                       default=POOL_DEFAULTS[f"{role}_workers"],
                        help=f"{role} workers (engine instances)")
         p.add_argument(f"--{role}-tp", type=positive_int, default=1, help=f"TP of one {role} worker")
         p.add_argument(f"--{role}-pp", type=positive_int, default=1, help=f"PP of one {role} worker")
@@ -118,7 +133,8 @@ def run_disagg(args) -> int:
 def _row(p) -> dict:
     def opt(x, f=ms):
         return "-" if x is None or not math.isfinite(x) else f(x)
-    row = {"conc": p.concurrency} if p.concurrency is not None else {"rate/s": p.rate_rps}
+    row = {"conc": p.concurrency} if p.concurrency is not None else \
+        {"rate/s": "trace" if p.rate_rps is None else p.rate_rps}   # a trace: its own arrivals
     row.update({"n": p.num_requests, "fits": p.fits, "TTFT p50 ms": opt(p.ttft_p50_s),
                 "TTFT p90": opt(p.ttft_p90_s), "TPOT p50 ms": opt(p.tpot_p50_s),
                 "TPOT p90": opt(p.tpot_p90_s), "out tok/s": opt(p.output_tok_s_total, float),

@@ -73,6 +73,11 @@ def _max_gpus(args) -> int:
 
 def run(args) -> int:
     from perfmodel.analysis import sizing
+    if args.counts and (args.max_gpus is not None or args.nodes is not None):
+        cap = _max_gpus(args)   # the API lets counts raise the cap; a stated cap must hold
+        if max(args.counts) > cap:
+            flag = "--max-gpus" if args.nodes is None else "--nodes"
+            raise PerfModelError(f"--counts {max(args.counts)} is beyond {flag} ({cap} GPUs)")
     args.max_gpus = _max_gpus(args)
     prices: dict[str, float] = {}
     for d in args.price or []:

@@ -8,7 +8,7 @@ import json
 import sys
 
 from perfmodel.cli import HELP
-from perfmodel.cli.common import int_list, str_list
+from perfmodel.cli.common import check_out_path, int_list, str_list
 from perfmodel.analysis.sweep import SweepSpec, sweep_rows
 
 
@@ -36,6 +36,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    check_out_path(args.out, "--out")   # before the sweep, not after it
     spec = SweepSpec(models=args.model, gpus=args.gpu, weights=args.weights, kvs=args.kv,
                      engines=args.engine, batches=args.batch, prompts=args.prompt,
                      outputs=args.output, tps=tuple(args.tp))

@@ -46,8 +46,10 @@ def pydantic_message(exc: Exception) -> str:
     if callable(errors):
         try:
             first = errors()[0]
-            loc = ".".join(str(p) for p in first.get("loc", ())) or "(root)"
-            return f"{loc}: {first.get('msg', '')}"
+            loc = ".".join(str(p) for p in first.get("loc", ()))
+            # a validator's own ValueError: its text, without pydantic's 'Value error, ' prefix
+            msg = str(first.get("msg", "")).removeprefix("Value error, ")
+            return f"{loc}: {msg}" if loc else msg
         except Exception:  # noqa: BLE001 - fall back to the plain text
             pass
     return str(exc).splitlines()[0]

@@ -38,7 +38,8 @@ Format = Literal["yaml", "json", "auto"]
 
 
 def read_text(path: str | Path, *, what: str = "file", max_bytes: int = SPEC_MAX_BYTES) -> str:
-    """The UTF-8 text of a regular file no larger than max_bytes."""
+    """The UTF-8 text (without a leading byte-order mark) of a regular file no larger than
+    max_bytes."""
     p = Path(path).expanduser() if isinstance(path, (str, Path)) else None
     if p is None:
         raise SpecFileError(f"{what}: expected a file path, got {type(path).__name__}")
@@ -59,7 +60,9 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int = SPEC_MAX
     if len(raw) > max_bytes:
         raise SpecFileError(f"{p}: {what} is over the {max_bytes:,}-byte limit")
     try:
-        return raw.decode("utf-8")
+        # utf-8-sig: a leading byte-order mark (Excel's "CSV UTF-8" writes one) is dropped, so
+        # the first column keeps its name; anywhere else it stays a character
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise SpecFileError(f"{p}: {what} is not UTF-8 text (byte {exc.start})") from None
 

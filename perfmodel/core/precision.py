@@ -107,7 +107,7 @@ def parse_format(text: str) -> NumberFormat:
 WeightModule = Literal["attention", "mlp", "experts", "embedding"]
 WEIGHT_MODULES: tuple[str, ...] = ("attention", "mlp", "experts", "embedding")
 # weight groups of core/params.py -> the module whose format they take
-_GROUP_MODULE = {"attention": "attention", "mlp": "mlp", "shared_experts": "mlp",
+GROUP_MODULE = {"attention": "attention", "mlp": "mlp", "shared_experts": "mlp",
                  "experts": "experts", "embedding": "embedding", "lm_head": "embedding"}
 
 
@@ -184,7 +184,7 @@ class Precision(Spec):
 
     def for_group(self, group: str) -> "Precision":
         """The precision one weight group's kernels run in (core/params.py groups)."""
-        mod = self.module(_GROUP_MODULE.get(group, ""))
+        mod = self.module(GROUP_MODULE.get(group, ""))
         if mod is None:
             return self if not self.modules else self.model_copy(update={"modules": ()})
         return Precision(weights=mod.weights, activations=mod.activations, kv=self.kv)

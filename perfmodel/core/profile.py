@@ -84,6 +84,9 @@ def load_profile(path: str | Path) -> Profile:
 def save_profile(prof: Profile, path: str | Path) -> None:
     """Write atomically: a temporary file in the same folder, then rename."""
     p = Path(path)
+    if p.is_dir():   # else the rename fails after the temporary file was left beside it
+        raise PerfModelError(f"{p}: is a folder; give the profile's file path "
+                             f"(e.g. {p / 'gpu.yaml'})")
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(p.suffix + ".tmp")
     tmp.write_text(yaml.safe_dump(prof.model_dump(mode="json", exclude_none=True), sort_keys=False))

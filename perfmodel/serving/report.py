@@ -110,6 +110,10 @@ def serve_report(q: Query, sc: Scenario, warnings: list[str], assumptions: list[
     sched = (f"{sc.engine.batching} batching, max_num_seqs {seqs or 'KV-limited'}, token budget "
              f"{budget or 'unlimited'}; {sc.engine.scheduler.source or 'no source'}")
     assumptions, warnings = list(assumptions), list(warnings)
+    short = [w.concurrency for w in wls if w.arrival == "closed" and w.n_requests < w.concurrency]
+    if short and replay is None:   # a closed loop never holds more requests than it sends
+        warnings.append(f"{q.num_requests} requests per level, fewer than concurrency "
+                        f"{', '.join(map(str, short))}: at most {q.num_requests} are in flight")
     if replay is not None:
         warnings.extend(replay.notes)
         assumptions.append(f"{replay.name} replayed: each measured level a closed loop at its "

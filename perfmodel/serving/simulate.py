@@ -279,6 +279,9 @@ def simulate_points(sc: Scenario, workloads: list[ServeWorkload], *, ttft_slo_s:
     cost = _cost(sc, [w for w, _ in runnable], [p for _, p in runnable]) if runnable else None
     total = sum(wl.n_requests for wl, _ in runnable)
     if total > MAX_SIM_REQUESTS:
+        if any(wl.arrival == "trace" for wl, _ in runnable):   # num_requests does not apply
+            raise PerfModelError(f"the trace holds {total} requests: at most {MAX_SIM_REQUESTS} "
+                                 "are simulated per call (shorten the trace)")
         raise PerfModelError(f"{total} requests over the levels: at most {MAX_SIM_REQUESTS} are "
                              "simulated per call (lower num_requests or the levels)")
     budget = StepBudget()

@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from perfmodel.core.errors import PerfModelError, pydantic_message
+from perfmodel.core.files import DATA_MAX_BYTES, read_text
 from perfmodel.serving.trace_record import Replay, is_record_text, parse_record
 
 DEFAULT_PROMPTS_PER_SLOT = 10   # InferenceMAX: --num-prompts = 10 x max concurrency (assumption)
@@ -209,10 +210,9 @@ TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
 
 def _read_text(p: Path) -> str:
-    try:
-        return p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PerfModelError(f"cannot read trace {p}: {exc.__class__.__name__}") from None
+    """The trace's text through the one safe reader (core/files.py): a regular file only and
+    the data-file size cap, so a device (/dev/zero) or a huge file is a one-line error."""
+    return read_text(p, what="trace", max_bytes=DATA_MAX_BYTES)
 
 
 def load_trace(path: str | Path, *,
@@ -273,8 +273,11 @@ def _rate_list(values) -> list[float]:
         vals = list(vals)
     except TypeError:
         raise PerfModelError(f"rate_rps must be a positive number or a list of them, got {values!r}") from None
-    ok = vals and all(not isinstance(v, bool) and isinstance(v, (int, float, np.number))
-                      and math.isfinite(float(v)) and v > 0 for v in vals)
+    try:   # float() of an int past 1e308 raises OverflowError
+        ok = vals and all(not isinstance(v, bool) and isinstance(v, (int, float, np.number))
+                          and math.isfinite(float(v)) and v > 0 for v in vals)
+    except OverflowError:
+        ok = False
     if not ok:
         raise PerfModelError(f"rate_rps must be positive finite numbers of requests per second, got {values!r}")
     return [float(v) for v in vals]
@@ -292,6 +295,11 @@ def serve_workloads(*, prompt_tokens=None, output_tokens=None, concurrencies=Non
     if len(given) != 1:
         raise PerfModelError("give exactly one of concurrencies, rate_rps or trace"
                              + (f" (got {', '.join(given)})" if given else ""))
+    plain = isinstance(burstiness, (int, float)) and not isinstance(burstiness, bool) \
+        and burstiness == 1.0
+    if rate_rps is None and not plain:   # the gamma shape of open-loop arrivals, else unused
+        raise PerfModelError(f"burstiness shapes open-loop arrivals (rate_rps): with "
+                             f"{given[0]} it would be unused (drop burstiness)")
     common = dict(range_ratio=range_ratio, prefix_hit=prefix_hit, seed=seed)
     if trace is not None:
         rows = load_trace(trace) if isinstance(trace, (str, Path)) else trace

@@ -180,6 +180,9 @@ def _order(levers: list[str], order: list[str] | None) -> list[str]:
         return list(levers)
     for n in order:
         lever(n)
+    twice = sorted({n for n in order if order.count(n) > 1})
+    if twice:   # a lever applied twice would enter the Shapley subsets as two players
+        raise PerfModelError(f"order names a lever more than once: {', '.join(twice)}")
     extra = [n for n in order if n not in levers]
     if extra:
         raise PerfModelError(f"order names levers that do not differ: {', '.join(extra)} "

@@ -119,9 +119,10 @@ def parse_claim(claim) -> float:
             value = 1.0 + value / 100.0
     if not math.isfinite(value) or value > MAX_CLAIM:
         raise PerfModelError(f"claim {claim!r} is not a finite factor up to {MAX_CLAIM:g}x")
-    if value < 1.0:
-        raise PerfModelError(f"claim {claim!r} is below 1: a speed-up claim is a factor > 1 "
-                             "(for latency and cost, baseline / improved)")
+    if value <= 1.0:   # 1x is the baseline itself: nothing to check
+        raise PerfModelError(f"claim {claim!r} is {'no change' if value == 1.0 else 'below 1'}: "
+                             "a speed-up claim is a factor > 1 (for latency and cost, "
+                             "baseline / improved)")
     return value
 
 

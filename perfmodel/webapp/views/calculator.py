@@ -24,7 +24,8 @@ def render() -> None:
     r = inputs.call(data.predict, scn.key())
     if r is None:
         return
-    st.caption(f"{r.model} on {r.gpu} x{r.tp * r.pp} (TP {r.tp}, PP {r.pp}, EP {r.ep}) · "
+    st.caption(f"{r.model} on {r.gpu} x{r.tp * r.dp * r.pp} (TP {r.tp}, PP {r.pp}, EP {r.ep}, "
+               f"DP {r.dp}) · "
                f"{r.engine} · {r.precision} · matmuls in {r.compute_dtype} · batch {r.batch}, "
                f"{r.prompt_tokens} tokens in / {r.output_tokens} out")
     for w in r.warnings:
