@@ -115,8 +115,8 @@ class SchedulerSpec(Spec):
         "max_num_batched_tokens tokens, or prefill_interval decode steps ran while they waited; "
         "else the decodes step. None: no rule (every other engine).")
     prefill_interval: int | None = Field(
-        default=None, gt=0, description="... (PytorchEngineConfig.prefill_interval); None: no "
-        "such guard.")
+        default=None, gt=0, description="The decode steps a waiting prefill waits at most "
+        "under prefill_defer_share (PytorchEngineConfig.prefill_interval); None: no such guard.")
     whole_prompts: bool = Field(
         default=False, description="Prompts are packed whole into a prefill step while their sum "
         "stays within max_num_batched_tokens (the first always), never split to fill it; one "
