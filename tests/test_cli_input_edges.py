@@ -245,3 +245,24 @@ def test_burstiness_with_a_closed_loop_is_refused_in_disaggregated_serving_too(c
                                           "--decode-workers", "1", "--concurrency", "4",
                                           "--burstiness", "0.5"])
     assert "burstiness" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--batch", "2",
+     "--prompt", "256", "--output", "32", "--json"],
+    ["serve-disagg", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--prompt", "512",
+     "--output", "32", "--concurrency", "2", "--prefill-workers", "1", "--decode-workers", "1",
+     "--json"]])
+def test_an_engine_id_ignores_case_as_model_and_gpu_ids_do(capsys, argv):
+    # before: `--engine VLLM` was an argparse 'invalid choice' while `--gpu H100-SXM` worked
+    assert main(argv + ["--engine", "vllm"]) == 0
+    lower = capsys.readouterr().out
+    assert main(argv + ["--engine", " VLLM"]) == 0
+    assert capsys.readouterr().out == lower
+
+
+def test_an_unknown_engine_id_is_still_refused(capsys):
+    err = one_line_error(capsys, ["predict", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                                  "--engine", "VLLMX", "--batch", "1", "--prompt", "64",
+                                  "--output", "8"])
+    assert "invalid choice: 'vllmx'" in err

@@ -158,6 +158,11 @@ _TYPES = {"count": positive_int, "nonneg": nonneg_int, "real": positive_float,
 """Argument types by kind; upper bounds (a share below 1, a ratio up to 1) are the Query's."""
 
 
+def lower_id(text: str) -> str:
+    """An id as the look-ups compare it (catalog, hardware_db, engines: stripped, lower case)."""
+    return text.strip().lower()
+
+
 def query_flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -182,6 +187,8 @@ def add_query_args(p, names, *, required=(), defaults: dict | None = None,
                                          else field.default)
         if kind == "choice" or name in choices:
             kw["choices"] = list(choices.get(name, literal))
+            if all(isinstance(c, str) and c == c.lower() for c in kw["choices"]):
+                kw["type"] = lower_id      # `--engine VLLM` as `--gpu H100-SXM`: ids ignore case
         else:
             kw["type"] = _TYPES[kind]
         p.add_argument(*flags, **kw)

@@ -10,7 +10,7 @@ import argparse
 import math
 
 from perfmodel.cli import HELP
-from perfmodel.cli.common import int_list, positive_float, positive_int, print_json, print_table
+from perfmodel.cli.common import int_list, lower_id, positive_float, positive_int, print_json, print_table
 from perfmodel.core.engines import ENGINES
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.units import ms
@@ -64,7 +64,7 @@ def register(sub) -> None:
     p.add_argument("--gpu", required=True, help="hardware_db id or a YAML path")
     p.add_argument("--weights", default="bf16", help="fp32, bf16, fp16, fp8, int8, int4[-gN], fp4")
     p.add_argument("--kv", default=None, help="KV-cache precision (default bf16)")
-    p.add_argument("--engine", default="vllm", choices=sorted(ENGINES))
+    p.add_argument("--engine", default="vllm", choices=sorted(ENGINES), type=lower_id)
     p.add_argument("--hardware-dir", default=None, help="extra folder of hardware YAML files")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--profile", default=None, help="calibrated profile YAML")
