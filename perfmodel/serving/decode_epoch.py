@@ -41,6 +41,8 @@ import math
 
 import numpy as np
 
+from perfmodel.serving.sim_state import steps_since_poll
+
 POLICY_FIELDS = frozenset(("static", "mixed", "chunked", "max_seqs", "token_budget",
                            "total_blocks", "block_tokens", "reserve_output",
                            "request_overhead_s", "recv_interval_steps",
@@ -139,7 +141,8 @@ class _Epoch:
               or not sim._admissible(math.inf)):
             k = self._tokens_left()
             k = min(k, self._kv_steps(sim._free(), k))
-            k = sim._run_steps(d, (self.S + d * self.lag) / d, k)
+            ctx0 = (self.S + d * self.lag) / d
+            k = self._one_step(d, ctx0) if k == 1 else sim._run_steps(d, ctx0, k)
             self._advance(k)
         else:
             dur = sim.cost.step_s(d, self.S + d * self.lag, [], [], 0)
@@ -150,6 +153,20 @@ class _Epoch:
             self._advance(1)
         self._retire()
         return True
+
+    def _one_step(self, d: int, ctx0: float) -> int:
+        """_Sim._run_steps for k = 1 (most runs under KV thrash) on floats: its numpy calls
+        over one step give these values (an arrival cannot cut a single step short)."""
+        sim = self.sim
+        sim.budget.spend_decode(1)
+        dur = sim.cost.decode_run_s(d, ctx0, 1)
+        end = sim.t + float(dur[0])
+        sim.recv_ct = steps_since_poll(sim.pol.recv_interval_steps, sim.recv_ct, 1)
+        sim._record(d, 0, 1, end - sim.t)
+        sim.tr.itl_values.append(dur)
+        sim.tr.itl_weights.append(d)
+        sim.prev_t, sim.t = sim.t, end
+        return 1
 
     def _chunks(self, left: float, spare: float, d: int, gone, admit: bool) -> list:
         """_Sim._plan's prompt chunks beside d decode rows with `left` of the budget and
@@ -202,33 +219,39 @@ class _Epoch:
         """_Sim._step: d decode rows (the decoders, or none in a prompt-only step) and the
         chunks; prompts that end start decoding."""
         sim = self.sim
-        new = sum(p is None for _, _, p in chunks)
-        for _ in range(new):
-            sim.waiting.popleft()
-        sim.nrun += new
-        ctxs = [float(sim.ctx[i]) for i, _, _ in chunks]
-        ends = [bool(sim.done[i] + c >= sim.need[i]) for i, c, _ in chunks]
-        sizes = [c for _, c, _ in chunks]
+        waiting, ctx, done, need, blocks = sim.waiting, sim.ctx, sim.done, sim.need, sim.blocks
+        ctxs, ends, sizes, dones = [], [], [], []   # python floats: numpy scalars are slow
+        for i, c, p in chunks:
+            if p is None:
+                waiting.popleft()
+                sim.nrun += 1
+            ctxs.append(float(ctx[i]))
+            d0 = float(done[i])
+            dones.append(d0)
+            ends.append(d0 + c >= float(need[i]))
+            sizes.append(c)
         dur = sim.cost.step_s(d, self.S + d * self.lag if d else 0.0, sizes, ctxs, sum(ends))
-        sim._record(d, float(np.sum(sizes)), 1, dur)
+        # np.sum adds fewer than 8 values in order, as sum() does (pairwise past that)
+        sim._record(d, float(sum(sizes) if len(sizes) < 8 else np.sum(sizes)), 1, dur)
         sim.prev_t = sim.t                # as _Sim._step: the overlap scheduler's cut
         sim.t += dur
         if d:
             sim.itl1.append((dur, d))
             self._advance(1)
-        for (i, c, p), s0, end in zip(chunks, ctxs, ends):
-            sim.done[i] += c
-            b = float(math.ceil((s0 + c) / self.bs))      # _Sim._set_ctx on one request
-            sim.used_blocks += b - float(sim.blocks[i])
-            sim.blocks[i], sim.ctx[i] = b, s0 + c
+        bs, first = self.bs, sim.tr.first_s
+        for (i, c, p), s0, d0, end in zip(chunks, ctxs, dones, ends):
+            done[i] = d0 + c
+            b = float(math.ceil((s0 + c) / bs))      # _Sim._set_ctx on one request
+            sim.used_blocks += b - float(blocks[i])
+            blocks[i], ctx[i] = b, s0 + c
             if p is None:
                 p = self._join(i)
                 if self.reserve:
                     self.reserved += self._reservation(i)
             if end:
                 sim.gen[i] += 1
-                if math.isnan(sim.tr.first_s[i]):
-                    sim.tr.first_s[i] = sim.t
+                if math.isnan(first[i]):
+                    first[i] = sim.t
                 self._decode(p)
 
     # ---------------------------------------------------------------- the batch

@@ -128,7 +128,7 @@ class _Sim(KvBlocks, BatchWait):
 
     def _finish(self, i: int, t: float) -> None:
         self.tr.finish_s[i] = t
-        self.used_blocks -= self.blocks[i]
+        self.used_blocks -= float(self.blocks[i])
         self.blocks[i] = 0.0
         self.finished += 1
         if self.closed and self.next_send < self.n:
@@ -197,24 +197,26 @@ class _Sim(KvBlocks, BatchWait):
         (`shared`: the step already holds other work), else it could never run again. With
         whole_prompts (LMDeploy PyTorch) a prompt is not split to fill a shared step either, and
         one longer than the budget runs alone in budget-sized chunks."""
-        rem = float(self.need[i] - self.done[i])
+        pol = self.pol
+        rem = float(self.need[i]) - float(self.done[i])
         c = min(rem, left)
-        if self.pol.rank_tokens is not None:   # its DP rank's budget (sim_state.Policy)
-            c = min(c, float(self.pol.rank_tokens))
-        if (not self.pol.chunked or self.pol.whole_prompts) and c < rem:
-            return 0.0 if shared else (c if self.pol.chunked else rem)
+        if pol.rank_tokens is not None:   # its DP rank's budget (sim_state.Policy)
+            c = min(c, float(pol.rank_tokens))
+        if (not pol.chunked or pol.whole_prompts) and c < rem:
+            return 0.0 if shared else (c if pol.chunked else rem)
         return c
 
     def _admissible(self, budget: float) -> bool:
         """Could the first waiting request start a prompt-only step now?"""
-        if not self.waiting or self.nrun >= self.pol.max_seqs:
+        pol = self.pol
+        if not self.waiting or self.nrun >= pol.max_seqs:
             return False
         i = self.waiting[0]
         c = self._chunk(i, budget, False)
-        if self.pol.reserve_output and not self._reservable(i):
+        if pol.reserve_output and not self._reservable(i):
             return False
-        return (math.ceil((float(self.ctx[i]) + c) / self.pol.block_tokens)
-                - float(self.blocks[i])) <= self._free()
+        return (math.ceil((float(self.ctx[i]) + c) / pol.block_tokens)
+                - float(self.blocks[i])) <= pol.total_blocks - self.used_blocks   # _free()
 
     def _decode_run(self, dec: np.ndarray, cap: int | None = None) -> int:
         """k decode-only steps (at most cap) until the next event, priced in one call."""

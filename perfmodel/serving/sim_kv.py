@@ -31,7 +31,7 @@ class KvBlocks:
 
     def _requeue(self, i: int) -> None:
         """Request i, just taken off the running set, waits first to recompute."""
-        self.used_blocks -= self.blocks[i]
+        self.used_blocks -= float(self.blocks[i])
         self.blocks[i] = 0.0
         self.need[i] = self.prompt[i] + self.gen[i]
         self.done[i] = self.cached[i]
@@ -48,7 +48,7 @@ class KvBlocks:
         whole prompt. Only reached where the scheduler would otherwise stall."""
         held = [i for i in self.waiting if self.blocks[i] > 0]
         for i in held:
-            self.used_blocks -= self.blocks[i]
+            self.used_blocks -= float(self.blocks[i])
             self.blocks[i] = 0.0
             self.ctx[i] = 0.0
             self.done[i] = 0.0

@@ -40,6 +40,7 @@ TensorRT-LLM's attention-DP balance) nothing changes.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from dataclasses import dataclass
 
@@ -111,19 +112,21 @@ class StepCost:
         `chunks` over `chunk_ctx` cached tokens, `finishing` chunks ending a prompt."""
         seqs = d + len(chunks)
         m = float(min(max(seqs, 1), self.pp))
+        if chunks:
+            tot, big = float(sum(chunks)), float(max(chunks))
         # the heaviest micro-batch sets the pace: a chunk is never cut across micro-batches
-        M = d / m + (max(float(sum(chunks)) / m, float(max(chunks))) if chunks else 0.0)
+        M = d / m + (max(tot / m, big) if chunks else 0.0)
         gpu = _interp1(self._rows, self._body, M) + _interp1(self._rows, self._head, (d + finishing) / m)
         if chunks and self.dp > 1:   # the busiest DP rank's own ops (module docstring)
-            busy = d / m + max(float(sum(chunks)) / m, self.dp * float(max(chunks)))
+            busy = d / m + max(tot / m, self.dp * big)
             gpu += (_interp1(self._rows, self._local, busy)
                     - _interp1(self._rows, self._local, M))
         gpu += self.attn_fixed_s
         if d:
             gpu += _bilinear1(self._drows, self._dctx, self._dattn, d / m, sum_ctx / d)
-        if len(chunks) > 8:
-            c = np.asarray(chunks, dtype=float)
-            each = self.chunk_attn(c, np.asarray(chunk_ctx, dtype=float)).tolist()
+        if len(chunks) > 8:   # chunk_attn's operations, one chunk at a time on floats
+            each = [_bilinear_pt(self._chunk, self._cctx, self._cattn, float(c), float(s0))
+                    for c, s0 in zip(chunks, chunk_ctx)]
         else:
             each = [_bilinear1(self._chunk, self._cctx, self._cattn, float(c), float(s0))
                     for c, s0 in zip(chunks, chunk_ctx)]
@@ -152,8 +155,12 @@ class StepCost:
     def decode_run_s(self, d: int, mean_ctx0: float, k: int) -> np.ndarray:
         """Durations of k decode-only steps of d rows whose contexts grow by one per step."""
         m = float(min(d, self.pp))
-        ctx = mean_ctx0 + np.arange(k, dtype=float)
         i, fx = _cell(self._drows, d / m)       # fixed d: interpolate along the context only
+        if k == 1:   # most runs under KV thrash: the same operations below, on floats
+            one = self._decode_step_s(d, m, i, fx, float(mean_ctx0))
+            if math.isfinite(one):
+                return np.array([one])
+        ctx = mean_ctx0 + np.arange(k, dtype=float)
         row = (1 - fx) * self.dec_attn_s[i] + fx * self.dec_attn_s[i + 1]
         const = (_interp1(self._rows, self._body, d / m) + _interp1(self._rows, self._head, d / m)
                  + self.attn_fixed_s + self.hop[0] * d / m + self.hop[1])
@@ -161,6 +168,28 @@ class StepCost:
         eager = self.graphed_decode_rows is not None and d > self.graphed_decode_rows
         return host_step_s(self.engine, gpu, self.eager_cpu_s if eager else self.cpu_s,
                            d * self.host_seq_s)
+
+    def _decode_step_s(self, d: int, m: float, i: int, fx: float, x: float) -> float:
+        """decode_run_s for one step: np.interp's branches and arithmetic at one point
+        (numpy _core/src/multiarray/compiled_base.c, arr_interp) on the row it would build,
+        so the same float to the bit (tests/test_decode_epoch.py)."""
+        xp, a, b = self._dctx, self._dattn[i], self._dattn[i + 1]
+        if x > xp[-1] or x < xp[0]:
+            j = len(xp) - 1 if x > xp[-1] else 0
+            attn = (1 - fx) * a[j] + fx * b[j]
+        else:
+            j = bisect_right(xp, x) - 1
+            y0 = (1 - fx) * a[j] + fx * b[j]
+            if j == len(xp) - 1 or xp[j] == x:
+                attn = y0
+            else:
+                y1 = (1 - fx) * a[j + 1] + fx * b[j + 1]
+                attn = (y1 - y0) / (xp[j + 1] - xp[j]) * (x - xp[j]) + y0
+        const = (_interp1(self._rows, self._body, d / m) + _interp1(self._rows, self._head, d / m)
+                 + self.attn_fixed_s + self.hop[0] * d / m + self.hop[1])
+        eager = self.graphed_decode_rows is not None and d > self.graphed_decode_rows
+        return float(host_step_s(self.engine, float(const + attn),
+                                 self.eager_cpu_s if eager else self.cpu_s, d * self.host_seq_s))
 
 
 def _cell(grid: list, x: float) -> tuple[int, float]:
@@ -185,6 +214,20 @@ def _bilinear1(xg: list, yg: list, z: list, x: float, y: float) -> float:
     a, b = z[i], z[i + 1]
     return ((1 - fx) * ((1 - fy) * a[j] + fy * a[j + 1])
             + fx * ((1 - fy) * b[j] + fy * b[j + 1]))
+
+
+def _bilinear_pt(xg: list, yg: list, z: list, x: float, y: float) -> float:
+    """_bilinear for one point on python lists: its operations in its order, so the same
+    float to the bit (numpy's elementwise ops round as python's; tests/test_decode_epoch.py)."""
+    x = min(max(x, xg[0]), xg[-1])
+    y = min(max(y, yg[0]), yg[-1])
+    i = min(max(bisect_right(xg, x) - 1, 0), len(xg) - 2)
+    j = min(max(bisect_right(yg, y) - 1, 0), len(yg) - 2)
+    fx = (x - xg[i]) / (xg[i + 1] - xg[i])
+    fy = (y - yg[j]) / (yg[j + 1] - yg[j])
+    a, b = z[i], z[i + 1]
+    return ((1 - fx) * (1 - fy) * a[j] + fx * (1 - fy) * b[j]
+            + (1 - fx) * fy * a[j + 1] + fx * fy * b[j + 1])
 
 
 def _bilinear(xg, yg, z, x, y):
