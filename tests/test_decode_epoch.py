@@ -177,3 +177,43 @@ def test_random_schedules_match_the_general_loop(mixed, chunked, max_seqs, token
         assert fast == ref                         # the same clean error (a stall, a cap)
         return
     _assert_same(fast, ref)
+
+
+def test_thrash_runs_one_step_decode_runs_on_floats(monkeypatch):
+    """Under KV thrash most decode runs are one step long: the epoch prices them on floats
+    (_Epoch._one_step, not _Sim._run_steps' arrays), and the traces above still match."""
+    calls = []
+    real = decode_epoch._Epoch._one_step
+    monkeypatch.setattr(decode_epoch._Epoch, "_one_step",
+                        lambda self, d, c: calls.append(d) or real(self, d, c))
+    req, pol = CASES["vllm-like, KV thrash"]
+    fast, ref = _both(req, pol)
+    _assert_same(fast, ref)
+    assert calls
+
+
+def test_float_paths_give_numpys_values_to_the_bit():
+    """The float paths both loops share give what the numpy expressions they replace give,
+    bit for bit: a one-step decode run (np.interp over the interpolated row) against the
+    same run's first step priced on arrays, and more than 8 prompt chunks' attention against
+    chunk_attn (_bilinear) -- on grid points, between them and past both edges."""
+    rng = np.random.default_rng(7)
+    ctxs = COST._dctx + rng.uniform(-10.0, 2200.0, 60).tolist() + [0.5, 1024.0, 1e6]
+    for d in (1, 2, 3, 7, 31, 64, 100, 128, 500):
+        for x in ctxs:
+            assert COST.decode_run_s(d, x, 1)[0] == COST.decode_run_s(d, x, 2)[0], (d, x)
+    c = np.concatenate([COST.chunk, rng.uniform(-5.0, 4500.0, 500)])
+    s0 = np.concatenate([COST.chunk_ctx[:1].repeat(COST.chunk.size), rng.uniform(-5.0, 2300.0, 500)])
+    pts = [stepcost._bilinear_pt(COST._chunk, COST._cctx, COST._cattn, float(a), float(b))
+           for a, b in zip(c, s0)]
+    assert np.array_equal(COST.chunk_attn(c, s0), np.array(pts))
+
+
+def test_numpy_sums_fewer_than_8_values_in_order():
+    """_Epoch._step records a step's prompt tokens with sum() below 8 chunks: numpy's
+    pairwise sum adds fewer than 8 values in order, so the same float (non-integers too)."""
+    rng = np.random.default_rng(3)
+    for n in range(1, 8):
+        for _ in range(300):
+            v = (rng.uniform(0, 3000, n) * rng.choice([1e-3, 1.0, 1e5], n)).tolist()
+            assert float(np.sum(v)) == sum(v)
