@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import dataclasses
 import io
 import json
+import math
 import re
 import signal
 import tempfile
@@ -23,7 +25,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from perfmodel.cli import build_parser, main
 
@@ -393,3 +397,25 @@ def assert_clean(argv: list[str], outcome: Outcome) -> None:
 
 __all__ = ["CALL_LIMIT_S", "Command", "Outcome", "Pools", "argv_strategy", "assert_clean", "call",
            "commands", "new_pools"]
+
+
+def assert_finite(obj, path: str = "result") -> None:
+    """Every float reachable in a typed API result (pydantic models, dataclasses, dicts,
+    lists, float arrays) is finite (tests/test_fuzz_api.py, tests/test_fuzz_api_entry.py)."""
+    if isinstance(obj, BaseModel):
+        for k in type(obj).model_fields:
+            assert_finite(getattr(obj, k), f"{path}.{k}")
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            assert_finite(getattr(obj, f.name), f"{path}.{f.name}")
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            assert_finite(v, f"{path}[{k!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            assert_finite(v, f"{path}[{i}]")
+    elif isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "fc":
+            assert np.all(np.isfinite(obj)), f"{path} = {obj}"
+    elif isinstance(obj, (float, np.floating)):
+        assert math.isfinite(obj), f"{path} = {obj}"

@@ -1,15 +1,13 @@
 """The API entry points the CLI and the web app use, called with junk arguments (issue 17):
 each returns a typed result whose numbers are finite, or raises PerfModelError."""
 
-import dataclasses
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given, strategies as st
-from pydantic import BaseModel
 
+from fuzz_harness import assert_finite
 from perfmodel import api
 from perfmodel.analysis import sizing, speculative
 from perfmodel.core.engines import ENGINES
@@ -41,30 +39,12 @@ def _kwargs(names):
                                                st.sampled_from(JUNK)) for n in names})
 
 
-def _finite(obj, path="result"):
-    """Every float reachable in a typed result is finite."""
-    if isinstance(obj, BaseModel):
-        for k in type(obj).model_fields:
-            _finite(getattr(obj, k), f"{path}.{k}")
-    elif dataclasses.is_dataclass(obj):
-        for f in dataclasses.fields(obj):
-            _finite(getattr(obj, f.name), f"{path}.{f.name}")
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            _finite(v, f"{path}[{k!r}]")
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            _finite(v, f"{path}[{i}]")
-    elif isinstance(obj, (float, np.floating, np.ndarray)):
-        assert np.all(np.isfinite(obj)), f"{path} = {obj}"
-
-
 def _call(fn, kw):
     try:
         out = fn(**kw)
     except PerfModelError:
         return None
-    _finite(out)
+    assert_finite(out)
     return out
 
 

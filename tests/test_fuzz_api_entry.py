@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
+from fuzz_harness import assert_finite
 from perfmodel import api
 from perfmodel.core.errors import PerfModelError
 from perfmodel.core.query import Query
@@ -24,28 +25,12 @@ JUNK = [None, 0, -1, 1.5, math.nan, math.inf, -math.inf, 1e308, 10**400, True, "
 SMALL = dict(model="llama-3.1-8b", gpu="h100-sxm", prompt_tokens=32, output_tokens=3)
 
 
-def _finite(obj, path="result") -> None:
-    if isinstance(obj, BaseModel):
-        for k in type(obj).model_fields:
-            _finite(getattr(obj, k), f"{path}.{k}")
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            _finite(v, f"{path}[{k!r}]")
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            _finite(v, f"{path}[{i}]")
-    elif isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
-        assert np.all(np.isfinite(obj)), path
-    elif isinstance(obj, float):
-        assert math.isfinite(obj), path
-
-
 def _typed_or_clean(f, *args, **kw):
     try:
         r = f(*args, **kw)
     except (PerfModelError, ValidationError):
         return None
-    _finite(r)
+    assert_finite(r)
     return r
 
 
