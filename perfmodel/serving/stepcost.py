@@ -162,12 +162,19 @@ class StepCost:
                 return np.array([one])
         ctx = mean_ctx0 + np.arange(k, dtype=float)
         row = (1 - fx) * self.dec_attn_s[i] + fx * self.dec_attn_s[i + 1]
-        const = (_interp1(self._rows, self._body, d / m) + _interp1(self._rows, self._head, d / m)
-                 + self.attn_fixed_s + self.hop[0] * d / m + self.hop[1])
-        gpu = const + np.interp(ctx, self.dec_ctx, row)
+        gpu = self._decode_const_s(d, m) + np.interp(ctx, self.dec_ctx, row)
+        return host_step_s(self.engine, gpu, self._decode_cpu_s(d), d * self.host_seq_s)
+
+    def _decode_const_s(self, d: int, m: float) -> float:
+        """A decode step's GPU time apart from its context-dependent attention: weights,
+        head, fixed attention cost and the pipeline hops (both decode paths use it)."""
+        return (_interp1(self._rows, self._body, d / m) + _interp1(self._rows, self._head, d / m)
+                + self.attn_fixed_s + self.hop[0] * d / m + self.hop[1])
+
+    def _decode_cpu_s(self, d: int) -> float:
+        """Host time of a decode step of d rows: eager above the largest graphed batch."""
         eager = self.graphed_decode_rows is not None and d > self.graphed_decode_rows
-        return host_step_s(self.engine, gpu, self.eager_cpu_s if eager else self.cpu_s,
-                           d * self.host_seq_s)
+        return self.eager_cpu_s if eager else self.cpu_s
 
     def _decode_step_s(self, d: int, m: float, i: int, fx: float, x: float) -> float:
         """decode_run_s for one step: np.interp's branches and arithmetic at one point
@@ -185,11 +192,8 @@ class StepCost:
             else:
                 y1 = (1 - fx) * a[j + 1] + fx * b[j + 1]
                 attn = (y1 - y0) / (xp[j + 1] - xp[j]) * (x - xp[j]) + y0
-        const = (_interp1(self._rows, self._body, d / m) + _interp1(self._rows, self._head, d / m)
-                 + self.attn_fixed_s + self.hop[0] * d / m + self.hop[1])
-        eager = self.graphed_decode_rows is not None and d > self.graphed_decode_rows
-        return float(host_step_s(self.engine, float(const + attn),
-                                 self.eager_cpu_s if eager else self.cpu_s, d * self.host_seq_s))
+        return float(host_step_s(self.engine, float(self._decode_const_s(d, m) + attn),
+                                 self._decode_cpu_s(d), d * self.host_seq_s))
 
 
 def _cell(grid: list, x: float) -> tuple[int, float]:
